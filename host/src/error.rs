@@ -1,0 +1,76 @@
+//! The one error shape every layer reports to users (DESIGN §10): a dotted `code`, a human
+//! `message`, `retryable`, and a `remediation` a user can act on.
+//!
+//! Each module keeps its own `thiserror` enum with context-carrying variants and converts into
+//! [`GatewayError`] at its boundary (`impl From<ModError> for GatewayError`), so the CLI and the
+//! transports render every failure the same way.
+
+use std::fmt;
+
+/// Dotted error codes (DESIGN §10). One constant per code, so a typo is a compile error.
+pub mod codes {
+    /// The GitLab project has no confirmed local mapping.
+    pub const REPOSITORY_NOT_MAPPED: &str = "repository.not_mapped";
+    /// The path is not a git repository (work tree or bare) or cannot be opened.
+    pub const REPOSITORY_NOT_FOUND: &str = "repository.not_found";
+    /// A revision (SHA, branch, tag, `HEAD~N`) does not resolve in the local repository.
+    pub const REPOSITORY_REVISION_MISSING: &str = "repository.revision_missing";
+    /// Reading objects from the repository failed (corrupt or unreadable object database).
+    pub const REPOSITORY_READ_FAILED: &str = "repository.read_failed";
+    /// A rule file is not valid (TOML syntax, unknown field, bad regex or glob).
+    pub const RULES_INVALID: &str = "rules.invalid";
+    /// A requested rule set id is not loaded.
+    pub const RULES_UNKNOWN_RULE_SET: &str = "rules.unknown_rule_set";
+    /// The request is malformed or has an out-of-range value.
+    pub const REQUEST_INVALID: &str = "request.invalid";
+    /// Same `requestId`, different payload (draft §12).
+    pub const REQUEST_ID_CONFLICT: &str = "request.id_conflict";
+    /// A bug or an unexpected I/O failure inside the gateway.
+    pub const INTERNAL: &str = "internal.error";
+}
+
+/// A user-facing failure: what went wrong and what to do about it.
+///
+/// Rendered as the common error object of draft §4 by transports and as
+/// `error[code]: message` + `remediation` lines by the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayError {
+    /// Dotted code from [`codes`].
+    pub code: &'static str,
+    /// What went wrong, naming the offending input (path, revision, rule file and line).
+    pub message: String,
+    /// Whether the same request may succeed if simply retried later.
+    pub retryable: bool,
+    /// What the user should do, e.g. "Run `git fetch` in the repository".
+    pub remediation: String,
+}
+
+impl GatewayError {
+    /// A non-retryable error with the given code, message and remediation.
+    pub fn new(
+        code: &'static str,
+        message: impl Into<String>,
+        remediation: impl Into<String>,
+    ) -> Self {
+        GatewayError {
+            code,
+            message: message.into(),
+            retryable: false,
+            remediation: remediation.into(),
+        }
+    }
+
+    /// The same error, marked retryable.
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+}
+
+impl fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for GatewayError {}

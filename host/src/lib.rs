@@ -1,0 +1,12 @@
+//! Review Agent Gateway: a local bridge between a GitLab reviewer's browser and their machine.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the code map.
+
+pub mod error;
+pub mod protocol;
+pub mod repo;
+pub mod report;
+pub mod review;
+pub mod rules;
+
+pub use error::GatewayError;
