@@ -1,0 +1,597 @@
+//! Commit-to-commit diffs: tree changes from gix (with rename detection), line diffs from
+//! `imara-diff` (histogram, git's hunk placement heuristics), unified hunks with context.
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+use gix::object::tree::EntryKind;
+use imara_diff::{Algorithm, InternedInput};
+use serde::Serialize;
+
+use super::{RepoError, read_error};
+
+/// Options of [`super::Repository::diff`].
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// Files whose blob on either side is larger than this many bytes are skipped
+    /// (`too_large`). Default 2 MiB.
+    pub max_file_bytes: u64,
+    /// Unchanged lines of context around each change in [`Hunk::lines`], as `git diff -U<n>`.
+    /// Default 3.
+    pub context_lines: u32,
+    /// Detect renames (git's default 50% similarity). Default true.
+    pub detect_renames: bool,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            max_file_bytes: 2 * 1024 * 1024,
+            context_lines: 3,
+            detect_renames: true,
+        }
+    }
+}
+
+/// How a file changed between the two commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New file.
+    Added,
+    /// Content (and maybe mode) changed in place.
+    Modified,
+    /// File removed.
+    Deleted,
+    /// Moved from [`FileDiff::old_path`], maybe with edits.
+    Renamed,
+    /// Only the executable bit changed.
+    ModeChanged,
+}
+
+/// The kind of one line in a hunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineKind {
+    /// Unchanged line shown for context.
+    Context,
+    /// Line only on the new side.
+    Added,
+    /// Line only on the old side.
+    Removed,
+}
+
+/// One line of a hunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffLine {
+    /// Context, added or removed.
+    pub kind: LineKind,
+    /// 1-based line number on the old side (`None` for added lines).
+    pub old_line: Option<u32>,
+    /// 1-based line number on the new side (`None` for removed lines).
+    pub new_line: Option<u32>,
+    /// The line's text without its terminator (`\n` or `\r\n`).
+    pub text: String,
+    /// The line is the last of its side and has no terminator (`\ No newline at end of file`).
+    pub no_newline_at_eof: bool,
+}
+
+/// A unified-diff hunk: `@@ -old_start,old_lines +new_start,new_lines @@`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// First old-side line of the hunk, 1-based (0 when the old side is empty, as git writes it).
+    pub old_start: u32,
+    /// Old-side lines in the hunk (context + removed).
+    pub old_lines: u32,
+    /// First new-side line of the hunk, 1-based (0 when the new side is empty).
+    pub new_start: u32,
+    /// New-side lines in the hunk (context + added).
+    pub new_lines: u32,
+    /// The lines in order.
+    pub lines: Vec<DiffLine>,
+}
+
+/// The diff of one file that could be read as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    /// New-side path (old path for deletions), `/`-separated; non-UTF-8 bytes are replaced
+    /// with U+FFFD.
+    pub path: String,
+    /// Old path of a rename.
+    pub old_path: Option<String>,
+    /// How the file changed.
+    pub kind: ChangeKind,
+    /// Unified hunks; empty for pure renames and mode changes.
+    pub hunks: Vec<Hunk>,
+    /// Lines added on the new side.
+    pub additions: u32,
+    /// Lines removed from the old side.
+    pub deletions: u32,
+    /// The whole new-side file as lines without terminators (empty for deletions and for
+    /// mode-only changes), so callers can look at neighbours of a changed line.
+    pub new_lines: Vec<String>,
+}
+
+impl FileDiff {
+    /// The added lines as `(new-side line number, text)`, in order.
+    pub fn added_lines(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.hunks
+            .iter()
+            .flat_map(|h| h.lines.iter())
+            .filter(|l| l.kind == LineKind::Added)
+            .filter_map(|l| Some((l.new_line?, l.text.as_str())))
+    }
+}
+
+/// Why a changed file was not diffed as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Contains a NUL byte in its first 8000 bytes (git's heuristic).
+    Binary,
+    /// Not valid UTF-8.
+    NotUtf8,
+    /// Larger than [`DiffOptions::max_file_bytes`].
+    TooLarge,
+    /// A submodule (gitlink); its content lives in another repository.
+    Submodule,
+    /// A symbolic link; never followed.
+    Symlink,
+}
+
+impl SkipReason {
+    /// The wire name (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Binary => "binary",
+            SkipReason::NotUtf8 => "not_utf8",
+            SkipReason::TooLarge => "too_large",
+            SkipReason::Submodule => "submodule",
+            SkipReason::Symlink => "symlink",
+        }
+    }
+}
+
+/// A changed file that was not diffed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFile {
+    /// Repository-relative path (new side, or old side for deletions).
+    pub path: String,
+    /// Why.
+    pub reason: SkipReason,
+    /// A sentence for humans ("3.1 MiB is over the 2 MiB limit").
+    pub detail: String,
+}
+
+/// The diff between two commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diff {
+    /// Old-side commit.
+    pub base: ObjectId,
+    /// New-side commit.
+    pub head: ObjectId,
+    /// Files diffed as text, sorted by path.
+    pub files: Vec<FileDiff>,
+    /// Changed files that were not diffed, sorted by path.
+    pub skipped: Vec<SkippedFile>,
+}
+
+// === impl diff_commits ===
+
+struct Side {
+    path: String,
+    kind: EntryKind,
+    id: ObjectId,
+}
+
+pub(super) fn diff_commits(
+    repo: &gix::Repository,
+    base: ObjectId,
+    head: ObjectId,
+    options: &DiffOptions,
+) -> Result<Diff, RepoError> {
+    let tree_of = |id: ObjectId| {
+        repo.find_commit(id)
+            .and_then(|c| c.tree())
+            .map_err(|e| read_error(format!("the tree of commit {id}"), e))
+    };
+    let (old_tree, new_tree) = (tree_of(base)?, tree_of(head)?);
+    let mut diff_options = gix::diff::Options::default();
+    diff_options.track_path();
+    diff_options.track_rewrites(options.detect_renames.then(gix::diff::Rewrites::default));
+    let changes = repo
+        .diff_tree_to_tree(&old_tree, &new_tree, diff_options)
+        .map_err(|e| read_error(format!("the tree diff {base}..{head}"), e))?;
+
+    let mut out = Diff {
+        base,
+        head,
+        files: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for change in changes {
+        use gix::object::tree::diff::ChangeDetached as C;
+        let side = |location: &gix::bstr::BString, mode: gix::object::tree::EntryMode, id| Side {
+            path: location.to_str_lossy().into_owned(),
+            kind: mode.kind(),
+            id,
+        };
+        let (old, new, kind) = match &change {
+            C::Addition {
+                location,
+                entry_mode,
+                id,
+                ..
+            } => (
+                None,
+                Some(side(location, *entry_mode, *id)),
+                ChangeKind::Added,
+            ),
+            C::Deletion {
+                location,
+                entry_mode,
+                id,
+                ..
+            } => (
+                Some(side(location, *entry_mode, *id)),
+                None,
+                ChangeKind::Deleted,
+            ),
+            C::Modification {
+                location,
+                previous_entry_mode,
+                previous_id,
+                entry_mode,
+                id,
+            } => {
+                let kind = if previous_id == id {
+                    ChangeKind::ModeChanged
+                } else {
+                    ChangeKind::Modified
+                };
+                (
+                    Some(side(location, *previous_entry_mode, *previous_id)),
+                    Some(side(location, *entry_mode, *id)),
+                    kind,
+                )
+            }
+            C::Rewrite {
+                source_location,
+                source_entry_mode,
+                source_id,
+                location,
+                entry_mode,
+                id,
+                copy,
+                ..
+            } => {
+                let old = side(source_location, *source_entry_mode, *source_id);
+                let new = side(location, *entry_mode, *id);
+                if *copy {
+                    // A copy leaves the source in place: review the copy as a new file.
+                    (None, Some(new), ChangeKind::Added)
+                } else {
+                    (Some(old), Some(new), ChangeKind::Renamed)
+                }
+            }
+        };
+        if old.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
+            || new.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
+        {
+            // Directories: their files are reported individually.
+            continue;
+        }
+        file_change(repo, old, new, kind, options, &mut out)?;
+    }
+    out.files.sort_by(|a, b| a.path.cmp(&b.path));
+    out.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn file_change(
+    repo: &gix::Repository,
+    old: Option<Side>,
+    new: Option<Side>,
+    kind: ChangeKind,
+    options: &DiffOptions,
+    out: &mut Diff,
+) -> Result<(), RepoError> {
+    let path = new
+        .as_ref()
+        .or(old.as_ref())
+        .map(|s| s.path.clone())
+        .unwrap_or_default();
+    let skip = |reason: SkipReason, detail: String| SkippedFile {
+        path: path.clone(),
+        reason,
+        detail,
+    };
+    for side in [&old, &new].into_iter().flatten() {
+        match side.kind {
+            EntryKind::Commit => {
+                out.skipped.push(skip(
+                    SkipReason::Submodule,
+                    format!("submodule pinned at {}", side.id),
+                ));
+                return Ok(());
+            }
+            EntryKind::Link => {
+                out.skipped.push(skip(
+                    SkipReason::Symlink,
+                    "symbolic link (never followed)".into(),
+                ));
+                return Ok(());
+            }
+            _ => {}
+        }
+    }
+    let old_path = match (&old, &new, kind) {
+        (Some(o), Some(_), ChangeKind::Renamed) => Some(o.path.clone()),
+        _ => None,
+    };
+    if kind == ChangeKind::ModeChanged {
+        out.files.push(FileDiff {
+            path,
+            old_path,
+            kind,
+            hunks: Vec::new(),
+            additions: 0,
+            deletions: 0,
+            new_lines: Vec::new(),
+        });
+        return Ok(());
+    }
+    // Sizes first, from object headers, so a huge blob is never loaded.
+    for side in [&old, &new].into_iter().flatten() {
+        let size = repo
+            .find_header(side.id)
+            .map_err(|e| read_error(format!("blob {}", side.id), e))?
+            .size();
+        if size > options.max_file_bytes {
+            out.skipped.push(skip(
+                SkipReason::TooLarge,
+                format!(
+                    "{} bytes is over the {}-byte limit",
+                    size, options.max_file_bytes
+                ),
+            ));
+            return Ok(());
+        }
+    }
+    let load = |side: &Option<Side>| -> Result<Vec<u8>, RepoError> {
+        match side {
+            Some(s) => Ok(repo
+                .find_blob(s.id)
+                .map_err(|e| read_error(format!("blob {}", s.id), e))?
+                .detach()
+                .data),
+            None => Ok(Vec::new()),
+        }
+    };
+    let (old_bytes, new_bytes) = (load(&old)?, load(&new)?);
+    for bytes in [&old_bytes, &new_bytes] {
+        if is_binary(bytes) {
+            out.skipped
+                .push(skip(SkipReason::Binary, "binary content (NUL byte)".into()));
+            return Ok(());
+        }
+    }
+    let (Ok(old_text), Ok(new_text)) = (
+        std::str::from_utf8(&old_bytes),
+        std::str::from_utf8(&new_bytes),
+    ) else {
+        out.skipped
+            .push(skip(SkipReason::NotUtf8, "not valid UTF-8 text".into()));
+        return Ok(());
+    };
+    let (hunks, additions, deletions) = line_diff(old_text, new_text, options.context_lines);
+    let new_lines = if new.is_some() {
+        split_lines(new_text).map(|(l, _)| l.to_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    out.files.push(FileDiff {
+        path,
+        old_path,
+        kind,
+        hunks,
+        additions,
+        deletions,
+        new_lines,
+    });
+    Ok(())
+}
+
+/// git's binary heuristic: a NUL byte among the first 8000 bytes.
+fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8000)].contains(&0)
+}
+
+/// Split into lines without terminators; the flag tells whether the line had one.
+fn split_lines(text: &str) -> impl Iterator<Item = (&str, bool)> {
+    text.split_inclusive('\n').map(strip_terminator)
+}
+
+fn strip_terminator(line: &str) -> (&str, bool) {
+    match line.strip_suffix('\n') {
+        Some(l) => (l.strip_suffix('\r').unwrap_or(l), true),
+        None => (line, false),
+    }
+}
+
+/// Line diff of two texts into unified hunks with `context` lines; returns (hunks, added, removed).
+fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
+    let input = InternedInput::new(old, new);
+    let mut diff = imara_diff::Diff::compute(Algorithm::Histogram, &input);
+    diff.postprocess_lines(&input);
+    let changes: Vec<imara_diff::Hunk> = diff.hunks().collect();
+    let (additions, deletions) = (diff.count_additions(), diff.count_removals());
+    if changes.is_empty() {
+        return (Vec::new(), 0, 0);
+    }
+    let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+    let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
+    let (old_len, new_len) = (old_lines.len() as u32, new_lines.len() as u32);
+
+    // Group changes whose context would touch or overlap, as git does.
+    let mut groups: Vec<Vec<imara_diff::Hunk>> = Vec::new();
+    for change in changes {
+        match groups.last_mut() {
+            Some(group)
+                if change
+                    .before
+                    .start
+                    .saturating_sub(group.last().map_or(0, |h| h.before.end))
+                    <= 2 * context =>
+            {
+                group.push(change)
+            }
+            _ => groups.push(vec![change]),
+        }
+    }
+
+    let mut hunks = Vec::with_capacity(groups.len());
+    for group in groups {
+        let (first, last) = (&group[0], &group[group.len() - 1]);
+        let lead = context.min(first.before.start);
+        let trail = context.min(old_len - last.before.end);
+        let mut o = first.before.start - lead; // 0-based old index
+        let mut n = first.after.start - lead; // 0-based new index
+        let (old_start, new_start) = (o, n);
+        let mut lines = Vec::new();
+        let context_line = |o: u32, n: u32| {
+            let (text, terminated) = strip_terminator(old_lines[o as usize]);
+            DiffLine {
+                kind: LineKind::Context,
+                old_line: Some(o + 1),
+                new_line: Some(n + 1),
+                text: text.to_owned(),
+                no_newline_at_eof: !terminated,
+            }
+        };
+        for change in &group {
+            while o < change.before.start {
+                lines.push(context_line(o, n));
+                o += 1;
+                n += 1;
+            }
+            for i in change.before.clone() {
+                let (text, terminated) = strip_terminator(old_lines[i as usize]);
+                lines.push(DiffLine {
+                    kind: LineKind::Removed,
+                    old_line: Some(i + 1),
+                    new_line: None,
+                    text: text.to_owned(),
+                    no_newline_at_eof: !terminated,
+                });
+            }
+            for i in change.after.clone() {
+                let (text, terminated) = strip_terminator(new_lines[i as usize]);
+                lines.push(DiffLine {
+                    kind: LineKind::Added,
+                    old_line: None,
+                    new_line: Some(i + 1),
+                    text: text.to_owned(),
+                    no_newline_at_eof: !terminated,
+                });
+            }
+            o = change.before.end;
+            n = change.after.end;
+        }
+        for _ in 0..trail {
+            if o >= old_len || n >= new_len {
+                break;
+            }
+            lines.push(context_line(o, n));
+            o += 1;
+            n += 1;
+        }
+        let old_count = o - old_start;
+        let new_count = n - new_start;
+        hunks.push(Hunk {
+            // git writes the line before an empty range as the start (0 for an empty file).
+            old_start: if old_count == 0 {
+                old_start
+            } else {
+                old_start + 1
+            },
+            old_lines: old_count,
+            new_start: if new_count == 0 {
+                new_start
+            } else {
+                new_start + 1
+            },
+            new_lines: new_count,
+            lines,
+        });
+    }
+    (hunks, additions, deletions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unified(old: &str, new: &str) -> String {
+        let (hunks, _, _) = line_diff(old, new, 3);
+        let mut s = String::new();
+        for h in hunks {
+            s.push_str(&format!(
+                "@@ -{},{} +{},{} @@\n",
+                h.old_start, h.old_lines, h.new_start, h.new_lines
+            ));
+            for l in h.lines {
+                let sign = match l.kind {
+                    LineKind::Context => ' ',
+                    LineKind::Added => '+',
+                    LineKind::Removed => '-',
+                };
+                s.push(sign);
+                s.push_str(&l.text);
+                s.push('\n');
+                if l.no_newline_at_eof {
+                    s.push_str("\\ No newline at end of file\n");
+                }
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn hunk_headers_match_git() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n";
+        let new = "a\nb\nc\nd\nE\nf\ng\nh\ni\nj\nk\n";
+        assert_eq!(
+            unified(old, new),
+            "@@ -2,9 +2,10 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n i\n j\n+k\n"
+        );
+    }
+
+    #[test]
+    fn new_file_and_deleted_file() {
+        assert_eq!(unified("", "x\ny\n"), "@@ -0,0 +1,2 @@\n+x\n+y\n");
+        assert_eq!(unified("x\n", ""), "@@ -1,1 +0,0 @@\n-x\n");
+    }
+
+    #[test]
+    fn no_newline_at_end_of_file_and_crlf() {
+        assert_eq!(
+            unified("a\r\nb", "a\r\nb\r\nc"),
+            "@@ -1,2 +1,3 @@\n a\n-b\n\\ No newline at end of file\n+b\n+c\n\\ No newline at end of file\n"
+        );
+    }
+
+    #[test]
+    fn distant_changes_make_two_hunks() {
+        let old: String = (1..=20).map(|i| format!("{i}\n")).collect();
+        let new: String = (1..=20)
+            .map(|i| match i {
+                2 => "two\n".to_owned(),
+                19 => "nineteen\n".to_owned(),
+                i => format!("{i}\n"),
+            })
+            .collect();
+        let (hunks, added, removed) = line_diff(&old, &new, 3);
+        assert_eq!((hunks.len(), added, removed), (2, 2, 2));
+        assert_eq!((hunks[1].new_start, hunks[1].new_lines), (16, 5));
+    }
+}
