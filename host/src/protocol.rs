@@ -2,9 +2,38 @@
 //!
 //! **Invariant:** this module does no I/O. It holds serde types only; the engine converts to and
 //! from them at the edge.
+//!
+//! - [`envelope`]: the common response and error objects (draft §4).
+//! - [`capability`]: `GET /v1/health` and `GET /v1/capabilities` data (draft §5).
+//! - [`request`]: request bodies of mapping (§6), chat (§7), review (§8) and cancel (§9).
+//! - [`event`]: [`AgentEvent`] and its payloads (draft §7, §8, §11; DESIGN §5).
+//! - [`finding`]: [`ReviewFinding`] (draft §11).
+//!
+//! All JSON field names are camelCase. Optional fields are omitted when absent, and unknown
+//! fields are ignored on input so optional fields can be added within `/v1` (draft §14).
 
+pub mod capability;
+pub mod envelope;
+pub mod event;
 pub mod finding;
+pub mod request;
 
+pub use capability::{
+    Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
+    RuleCapabilities,
+};
+pub use envelope::{ApiResponse, ErrorObject};
+pub use event::{
+    AgentEvent, ContextAdded, ContextItem, DiffContext, EventPayload, FileContext, FindingCreated,
+    RevisionsContext, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
+    RunFailed, RunKind, RunState, SkippedFile, Stage, StageChanged, TextDelta, ToolCompleted,
+    ToolStarted, Usage, Warning,
+};
 pub use finding::{
     Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
+};
+pub use request::{
+    CancelRequest, ChatContext, ChatMessage, ChatRequest, ChatRole, DiffRefs, Effort,
+    RepositoryMappingRequest, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
+    ScopeSelection, SelectionContext,
 };

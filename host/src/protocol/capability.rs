@@ -1,0 +1,97 @@
+//! Response data of `GET /v1/health` and `GET /v1/capabilities` (draft §5).
+//!
+//! Capability lists are plain strings, not enums: the draft says capabilities are *detected*
+//! (draft §2, §14), so a client must be able to read a list that names things it does not know.
+
+use serde::{Deserialize, Serialize};
+
+/// `data` of `GET /v1/health` (draft §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// Always `"review-agent-gateway"`.
+    pub service: String,
+    /// Protocol version the gateway speaks, e.g. `"1.0"`; clients negotiate on it (draft §14).
+    pub protocol_version: String,
+    /// The gateway's own version, e.g. `"0.1.0"`.
+    pub gateway_version: String,
+    /// Seconds since the daemon started.
+    pub uptime_seconds: u64,
+    /// Configured model providers and whether each can be used now.
+    pub providers: Vec<ProviderHealth>,
+}
+
+/// One configured provider in [`Health::providers`] (draft §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderHealth {
+    /// Provider id as configured, used as `providerId` in chat and review requests.
+    pub id: String,
+    /// Implementation: `openai-compatible`, `anthropic` or `builtin` (DESIGN §8).
+    pub kind: String,
+    /// Whether it can serve requests now.
+    pub status: ProviderStatus,
+}
+
+/// Readiness of a provider ([`ProviderHealth::status`]). Wire form: snake_case string.
+///
+/// The draft shows only `ready`; the other two values are this gateway's (DESIGN §10 codes
+/// `provider.unavailable`, `provider.not_configured`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderStatus {
+    /// Configured and answering.
+    Ready,
+    /// Configured but not reachable right now (e.g. the local model server is down).
+    Unavailable,
+    /// Missing configuration, e.g. no API key.
+    NotConfigured,
+}
+
+/// `data` of `GET /v1/capabilities` (draft §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// Runtime features: `chat`, `review`, `cancel`, `resume`.
+    pub runtime: Vec<String>,
+    /// Tool names available to models (draft §10), e.g. `file_read`.
+    pub tools: Vec<String>,
+    /// Provider kinds this build supports, e.g. `openai-compatible`.
+    pub providers: Vec<String>,
+    /// Rule-set features.
+    pub rules: RuleCapabilities,
+    /// Command execution (`run_check`) availability.
+    pub commands: CommandCapabilities,
+    /// Hard limits the gateway enforces.
+    pub limits: Limits,
+}
+
+/// [`Capabilities::rules`] (draft §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleCapabilities {
+    /// User-defined rule sets can be loaded.
+    pub custom: bool,
+    /// Rule sets carry versions that enter the review cache key (draft §12).
+    pub versioning: bool,
+}
+
+/// [`Capabilities::commands`] (draft §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandCapabilities {
+    /// Whether allowlisted check commands may run (off by default, draft §10).
+    pub enabled: bool,
+}
+
+/// [`Capabilities::limits`] (draft §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Largest model context, in tokens.
+    pub max_context_tokens: u64,
+    /// Reviews that may run at the same time; more are queued.
+    pub max_concurrent_reviews: u32,
+    /// Upper bound for `policy.maxToolCalls` of a run.
+    pub max_tool_calls_per_run: u32,
+}

@@ -1,0 +1,238 @@
+//! Request bodies: repository mapping (draft §6), chat (§7), review (§8), cancel (§9).
+//!
+//! Unknown fields are ignored, not rejected, so that clients may send optional fields added
+//! later inside `/v1` (draft §14). Optional fields are omitted on the wire when `None`, except
+//! `scope.selection`, which the draft writes as an explicit `null`.
+
+use serde::{Deserialize, Serialize};
+
+use super::finding::Confidence;
+
+// === Repository mapping (draft §6) ===
+
+/// Body of `POST /v1/repository-mappings` (draft §6): a *proposed* mapping that becomes active
+/// only after the user confirms it locally (DESIGN §6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryMappingRequest {
+    /// GitLab origin, e.g. `https://gitlab.example.com` (scheme + host [+ port], no path).
+    pub gitlab_origin: String,
+    /// Full project path, e.g. `group/subgroup/project`.
+    pub project_path: String,
+    /// Absolute local path of a git work tree or bare mirror.
+    pub local_path: String,
+    /// Branch used when a request names no revision, e.g. `main`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ref: Option<String>,
+}
+
+// === Chat (draft §7) ===
+
+/// Body of `POST /v1/chat` (draft §7). The answer is an event stream (AgentEvents).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRequest {
+    /// Client-chosen idempotency key (draft §12).
+    pub request_id: String,
+    /// Configured provider id; the gateway's default provider when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    /// Model name for the provider; the provider's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The conversation so far, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// What the user is looking at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ChatContext>,
+    /// Whether the model may call gateway tools (draft §10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_enabled: Option<bool>,
+}
+
+/// One message of [`ChatRequest::messages`] (draft §7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    /// Who wrote it.
+    pub role: ChatRole,
+    /// The message text (Markdown).
+    pub content: String,
+}
+
+/// Author of a [`ChatMessage`]. Wire form: lower-case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    /// Instructions set by the client.
+    System,
+    /// The human reviewer.
+    User,
+    /// The model's earlier answers.
+    Assistant,
+}
+
+/// [`ChatRequest::context`] (draft §7), tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ChatContext {
+    /// `"kind": "selection"`: lines the user selected on a GitLab page.
+    Selection(SelectionContext),
+}
+
+/// Fields of [`ChatContext::Selection`] (draft §7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectionContext {
+    /// GitLab origin of the page.
+    pub gitlab_origin: String,
+    /// Project path of the page.
+    pub project_path: String,
+    /// Merge request IID, when the selection is on a merge request page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_request_iid: Option<u64>,
+    /// Repository-relative path of the selected file.
+    pub file_path: String,
+    /// First selected line, 1-based.
+    pub start_line: u32,
+    /// Last selected line, 1-based, inclusive.
+    pub end_line: u32,
+    /// The selected text as the page shows it.
+    pub text: String,
+}
+
+// === Review (draft §8) ===
+
+/// Body of `POST /v1/reviews` (draft §8). The answer is an event stream (AgentEvents).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRequest {
+    /// Client-chosen idempotency key (draft §12).
+    pub request_id: String,
+    /// What is reviewed.
+    pub mode: ReviewMode,
+    /// Configured provider id; the gateway's default provider when absent (`builtin` runs rules
+    /// only, DESIGN §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    /// Model name for the provider; the provider's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The merge request and its diff refs.
+    pub target: ReviewTarget,
+    /// Which files or lines; everything in the diff when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ReviewScope>,
+    /// Effort, language, rules and budgets; gateway defaults when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ReviewPolicy>,
+}
+
+/// [`ReviewRequest::mode`]. Wire form: kebab-case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReviewMode {
+    /// `"merge-request"`: the diff between `diffRefs.baseSha` and `diffRefs.headSha`.
+    MergeRequest,
+}
+
+/// [`ReviewRequest::target`] (draft §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewTarget {
+    /// GitLab origin, used with `projectPath` to find the repository mapping.
+    pub gitlab_origin: String,
+    /// Project path.
+    pub project_path: String,
+    /// Merge request IID.
+    pub merge_request_iid: u64,
+    /// The commits GitLab computed the diff with.
+    pub diff_refs: DiffRefs,
+}
+
+/// GitLab's `diff_refs` of a merge request (draft §8 `target.diffRefs`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffRefs {
+    /// Merge base of source and target branch.
+    pub base_sha: String,
+    /// Target branch head when the diff was computed.
+    pub start_sha: String,
+    /// Source branch head: the code under review.
+    pub head_sha: String,
+}
+
+/// [`ReviewRequest::scope`] (draft §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewScope {
+    /// Repository-relative paths to review; all changed files when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_paths: Option<Vec<String>>,
+    /// A line range to focus on. Serialized as an explicit `null` when `None`, as in the draft.
+    #[serde(default)]
+    pub selection: Option<ScopeSelection>,
+}
+
+/// [`ReviewScope::selection`]: a line range of one file on the new side.
+///
+/// The draft shows only `null`; the fields mirror the chat selection context (§7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeSelection {
+    /// Repository-relative path.
+    pub file_path: String,
+    /// First line, 1-based.
+    pub start_line: u32,
+    /// Last line, 1-based, inclusive.
+    pub end_line: u32,
+}
+
+/// [`ReviewRequest::policy`] (draft §8). Every field is optional; the gateway fills defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewPolicy {
+    /// How much work to spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
+    /// BCP 47 language tag for finding text, e.g. `zh-CN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// Rule sets to apply, by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_set_ids: Option<Vec<String>>,
+    /// Findings below this confidence are dropped in validation (DESIGN §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_confidence: Option<Confidence>,
+    /// Budget: tool calls for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
+    /// Budget: model output tokens for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+/// [`ReviewPolicy::effort`]. Wire form: lower-case string.
+///
+/// The draft shows `balanced`; `quick` and `thorough` are this gateway's other two levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    /// Few tool calls, changed lines only.
+    Quick,
+    /// The default.
+    Balanced,
+    /// Follow references across the repository.
+    Thorough,
+}
+
+// === Cancel (draft §9) ===
+
+/// Body of `POST /v1/runs/:runId/cancel` (draft §9).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelRequest {
+    /// Short machine-readable reason, e.g. `user_cancelled`; echoed in `run.cancelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
