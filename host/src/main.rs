@@ -1,1 +1,212 @@
-fn main() {}
+//! `review-agent-gateway`: the command line (clap). Parses arguments, calls the library, renders
+//! results; no review logic lives here.
+//!
+//! Exit codes: 0 — nothing at or above `--fail-on`; 1 — a finding at or above `--fail-on`;
+//! 2 — an error (printed as `error[code]: message` plus a remediation on stderr) or bad usage.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use review_agent_gateway::GatewayError;
+use review_agent_gateway::protocol::{AgentEvent, Confidence, Severity};
+use review_agent_gateway::report::{self, ReportInput};
+use review_agent_gateway::review::{self, ReviewOptions};
+
+const TOOL_NAME: &str = "review-agent-gateway";
+const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Parser)]
+#[command(name = TOOL_NAME, version, about = "Local bridge between a GitLab reviewer's browser and their machine.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Review the changes between two revisions of a local repository with the built-in and
+    /// user rule sets (no model, no daemon).
+    Review(ReviewArgs),
+}
+
+#[derive(clap::Args)]
+struct ReviewArgs {
+    /// The repository (work tree, a folder in it, or a bare repository).
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Base revision: the target branch or the merge request's base SHA. The diff starts at the
+    /// merge base of BASE and HEAD, like `git diff BASE...HEAD`.
+    #[arg(long)]
+    base: String,
+    /// Head revision: the merge request's head.
+    #[arg(long, default_value = "HEAD")]
+    head: String,
+    /// Rule-set ids to run, comma-separated (default: every loaded rule set).
+    #[arg(long, value_delimiter = ',')]
+    rules: Option<Vec<String>>,
+    /// A directory of rule-set TOML files to load (repeatable), after the built-in sets and the
+    /// config dir's `rules/`.
+    #[arg(long = "rules-dir")]
+    rules_dirs: Vec<PathBuf>,
+    /// Do not load the repository's own `.review-agent/rules/` (read at the base revision).
+    #[arg(long)]
+    no_repository_rules: bool,
+    /// Only review files matching these globs (`src/**/*.py`; `*` stays within a directory).
+    #[arg(long, num_args = 1..)]
+    paths: Vec<String>,
+    /// Drop findings below this confidence.
+    #[arg(long, value_enum, default_value = "medium")]
+    min_confidence: ConfidenceArg,
+    /// Output format: `text` for people, `json` for the AgentEvent stream (one per line),
+    /// `sarif` (SARIF 2.1.0), `rdjson` (reviewdog).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Exit 1 when a finding at or above this severity is reported (`never`: always exit 0).
+    #[arg(long, value_enum, default_value = "info")]
+    fail_on: FailOn,
+    /// Skip files larger than this many bytes on either side.
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    max_file_bytes: u64,
+    /// Colour in text output: auto (only on a terminal), always, never.
+    #[arg(long, value_enum, default_value = "auto")]
+    color: ColorArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ConfidenceArg {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Sarif,
+    Rdjson,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FailOn {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+    Never,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Review(args) => review_command(args),
+    }
+}
+
+fn review_command(args: ReviewArgs) -> ExitCode {
+    let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
+    options.rule_set_ids = args.rules.clone();
+    if let Some(dirs) = directories::ProjectDirs::from("", "", TOOL_NAME) {
+        options.rules_dirs.push(dirs.config_dir().join("rules"));
+    }
+    options.rules_dirs.extend(args.rules_dirs.iter().cloned());
+    options.repository_rules = !args.no_repository_rules;
+    options.paths = args.paths.clone();
+    options.min_confidence = match args.min_confidence {
+        ConfidenceArg::Low => Confidence::Low,
+        ConfidenceArg::Medium => Confidence::Medium,
+        ConfidenceArg::High => Confidence::High,
+    };
+    options.diff.max_file_bytes = args.max_file_bytes;
+
+    let mut stdout = std::io::stdout().lock();
+    let mut events: Vec<AgentEvent> = Vec::new();
+    let mut write_failed = None;
+    let result = review::run(&options, &mut |event: &AgentEvent| {
+        if let Format::Json = args.format {
+            // Stream: one event per line as it happens.
+            let line = serde_json::to_string(event).expect("AgentEvent serializes");
+            if let Err(e) = writeln!(stdout, "{line}").and_then(|_| stdout.flush()) {
+                write_failed.get_or_insert(e);
+            }
+        }
+        events.push(event.clone());
+    });
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(error) => return fail(&error),
+    };
+
+    let input = ReportInput {
+        events: &events,
+        tool_name: TOOL_NAME,
+        tool_version: TOOL_VERSION,
+    };
+    let rendered = match args.format {
+        Format::Json => None,
+        Format::Text => {
+            let color = match args.color {
+                ColorArg::Always => true,
+                ColorArg::Never => false,
+                ColorArg::Auto => {
+                    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+                }
+            };
+            Some(report::text::render(&input, color))
+        }
+        Format::Sarif => Some(pretty(&report::sarif::render(&input))),
+        Format::Rdjson => Some(pretty(&report::rdjson::render(&input))),
+    };
+    if let Some(text) = rendered {
+        if let Err(e) = stdout
+            .write_all(text.as_bytes())
+            .and_then(|_| stdout.flush())
+        {
+            write_failed.get_or_insert(e);
+        }
+    }
+    if let Some(e) = write_failed {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error[internal.error]: cannot write the report to stdout: {e}");
+        }
+        return ExitCode::from(2);
+    }
+
+    let threshold = match args.fail_on {
+        FailOn::Info => Some(Severity::Info),
+        FailOn::Low => Some(Severity::Low),
+        FailOn::Medium => Some(Severity::Medium),
+        FailOn::High => Some(Severity::High),
+        FailOn::Critical => Some(Severity::Critical),
+        FailOn::Never => None,
+    };
+    let failing = threshold.is_some_and(|t| outcome.findings.iter().any(|f| f.severity >= t));
+    if failing {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(value).expect("a JSON value serializes");
+    s.push('\n');
+    s
+}
+
+/// Print an error as `error[code]: message` and its remediation; exit 2.
+fn fail(error: &GatewayError) -> ExitCode {
+    eprintln!("error[{}]: {}", error.code, error.message);
+    eprintln!("  remediation: {}", error.remediation);
+    ExitCode::from(2)
+}

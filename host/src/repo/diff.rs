@@ -315,10 +315,8 @@ fn file_change(
                 return Ok(());
             }
             EntryKind::Link => {
-                out.skipped.push(skip(
-                    SkipReason::Symlink,
-                    "symbolic link (never followed)".into(),
-                ));
+                out.skipped
+                    .push(skip(SkipReason::Symlink, "links are never followed".into()));
                 return Ok(());
             }
             _ => {}
@@ -370,8 +368,10 @@ fn file_change(
     let (old_bytes, new_bytes) = (load(&old)?, load(&new)?);
     for bytes in [&old_bytes, &new_bytes] {
         if is_binary(bytes) {
-            out.skipped
-                .push(skip(SkipReason::Binary, "binary content (NUL byte)".into()));
+            out.skipped.push(skip(
+                SkipReason::Binary,
+                "NUL byte in the first 8000 bytes".into(),
+            ));
             return Ok(());
         }
     }
@@ -379,8 +379,10 @@ fn file_change(
         std::str::from_utf8(&old_bytes),
         std::str::from_utf8(&new_bytes),
     ) else {
-        out.skipped
-            .push(skip(SkipReason::NotUtf8, "not valid UTF-8 text".into()));
+        out.skipped.push(skip(
+            SkipReason::NotUtf8,
+            "the content is not valid UTF-8".into(),
+        ));
         return Ok(());
     };
     let (hunks, additions, deletions) = line_diff(old_text, new_text, options.context_lines);
