@@ -1,0 +1,458 @@
+//! [`Catalog`] (the loaded rule sets, later sources replacing earlier ones by id) and
+//! [`Selection`] (the rule sets one review runs, with a `RegexSet` prefilter).
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use regex::{RegexSet, RegexSetBuilder};
+use sha2::{Digest, Sha256};
+
+use super::error::RuleError;
+use super::file::{MAX_FILE_BYTES, REGEX_SIZE_LIMIT, RuleSet, parse_rule_set};
+use super::rule::{Rule, trim_eol};
+
+/// The built-in rule files, embedded at compile time: `(file name, text)`.
+const BUILTIN_FILES: &[(&str, &str)] = &[(
+    "security-default.toml",
+    include_str!("../../rules/security-default.toml"),
+)];
+
+/// Origin of the built-in rule sets.
+pub const BUILTIN_ORIGIN: &str = "builtin";
+
+/// Cap on the compiled size of a selection's prefilter `RegexSet`, in bytes. Over it, the
+/// selection runs every rule's own regex instead (same results, slower).
+const PREFILTER_SIZE_LIMIT: usize = 64 * 1024 * 1024;
+/// Lazy-DFA cache for the prefilter, in bytes: big enough that a few hundred patterns do not
+/// thrash it on ordinary source lines.
+const PREFILTER_DFA_LIMIT: usize = 16 * 1024 * 1024;
+/// How many compiled prefilters the process keeps for reuse by later selections of the same
+/// rules (compiling one for the built-in set takes tens of milliseconds).
+const PREFILTER_CACHE_ENTRIES: usize = 8;
+
+/// The loaded rule sets, in precedence order (first loaded first).
+///
+/// Precedence: sources are added in the order builtin < user config dir < `--rules-dir` <
+/// the repository's `.review-agent/rules/` at the base revision, and **a later rule set with
+/// the same id replaces the earlier one whole** (it keeps the earlier one's position in
+/// [`Catalog::sets`]). Rule sets with different ids accumulate. So a team overrides or
+/// disables a built-in set by shipping a file with the same `id` (an empty `rules` list
+/// disables it), and never edits the built-in.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    // Invariant: no two sets share an id.
+    sets: Vec<RuleSet>,
+}
+
+impl Catalog {
+    /// An empty catalog (no rule sets at all).
+    pub fn new() -> Catalog {
+        Catalog::default()
+    }
+
+    /// A catalog holding the rule sets embedded in the binary (`security-default`), with
+    /// origin `builtin`.
+    ///
+    /// # Panics
+    /// Never at run time for a released binary: the embedded files are checked by the test
+    /// suite (`rules_builtin` tests). A broken embedded file is a build defect and panics with
+    /// the parse error on first use.
+    pub fn builtin() -> Catalog {
+        static BUILTIN: OnceLock<Vec<RuleSet>> = OnceLock::new();
+        let sets = BUILTIN.get_or_init(|| {
+            BUILTIN_FILES
+                .iter()
+                .map(|(_, text)| {
+                    parse_rule_set(BUILTIN_ORIGIN, text)
+                        .unwrap_or_else(|err| panic!("embedded rule file is invalid: {err}"))
+                })
+                .collect()
+        });
+        let mut catalog = Catalog::new();
+        for set in sets {
+            catalog.insert(set.clone());
+        }
+        catalog
+    }
+
+    /// Loads every `*.toml` file directly in `dir` (not recursive; names starting with `.` are
+    /// skipped), in file-name order, and adds them as by [`Catalog::add_source`] with the
+    /// file path as origin. Returns how many rule sets were loaded.
+    ///
+    /// A missing directory is not an error: `Ok(0)`. The load is all-or-nothing: on error the
+    /// catalog is unchanged.
+    ///
+    /// # Errors
+    /// [`RuleError::Io`] when the directory or a file cannot be read (or is not UTF-8);
+    /// [`RuleError::TooLarge`] for a file over 1 MiB; [`RuleError::DuplicateRuleSet`] when
+    /// two files of the directory share a rule-set id; any parse error of
+    /// [`Catalog::add_source`], naming the file and line.
+    pub fn load_dir(&mut self, dir: &Path) -> Result<usize, RuleError> {
+        let io_err = |path: &Path, source: io::Error| RuleError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(err) => return Err(io_err(dir, err)),
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|err| io_err(dir, err))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !name.ends_with(".toml") {
+                continue;
+            }
+            // Follows symlinks, so a linked rule file counts and a dangling link is skipped.
+            if path.is_file() {
+                files.push(path);
+            }
+        }
+        files.sort();
+
+        let mut loaded: Vec<RuleSet> = Vec::with_capacity(files.len());
+        for path in &files {
+            let origin = path.display().to_string();
+            let size = std::fs::metadata(path)
+                .map_err(|err| io_err(path, err))?
+                .len();
+            if size > MAX_FILE_BYTES {
+                return Err(RuleError::TooLarge {
+                    origin,
+                    size,
+                    limit: MAX_FILE_BYTES,
+                });
+            }
+            let text = std::fs::read_to_string(path).map_err(|err| io_err(path, err))?;
+            let set = parse_rule_set(&origin, &text)?;
+            if let Some(first) = loaded.iter().find(|s| s.id == set.id) {
+                return Err(RuleError::DuplicateRuleSet {
+                    id: set.id,
+                    first: first.origin.clone(),
+                    second: origin,
+                });
+            }
+            loaded.push(set);
+        }
+        let count = loaded.len();
+        for set in loaded {
+            self.insert(set);
+        }
+        Ok(count)
+    }
+
+    /// Parses one rule file's `text` and adds it, replacing a loaded rule set with the same id.
+    ///
+    /// `origin` names the text in errors and in [`RuleSet::origin`]: a file path, or
+    /// `<rev>:<path>` for a file read from a repository at a revision.
+    ///
+    /// # Errors
+    /// Any [`RuleError`] of the rule-file format (see the module documentation), naming
+    /// `origin` and the 1-based line and column. On error the catalog is unchanged.
+    pub fn add_source(&mut self, origin: &str, text: &str) -> Result<(), RuleError> {
+        let set = parse_rule_set(origin, text)?;
+        self.insert(set);
+        Ok(())
+    }
+
+    /// Adds a compiled rule set, replacing (in place) the one with the same id; returns the
+    /// replaced set.
+    pub fn insert(&mut self, set: RuleSet) -> Option<RuleSet> {
+        match self.sets.iter_mut().find(|s| s.id == set.id) {
+            Some(slot) => {
+                tracing::debug!(
+                    rule_set = %set.id,
+                    replaced = %slot.origin,
+                    by = %set.origin,
+                    "rule set replaced by a later source"
+                );
+                Some(std::mem::replace(slot, set))
+            }
+            None => {
+                self.sets.push(set);
+                None
+            }
+        }
+    }
+
+    /// The rule set with this id, if loaded.
+    pub fn get(&self, id: &str) -> Option<&RuleSet> {
+        self.sets.iter().find(|s| s.id == id)
+    }
+
+    /// The loaded rule sets, in precedence order.
+    pub fn sets(&self) -> &[RuleSet] {
+        &self.sets
+    }
+
+    /// The ids of the loaded rule sets, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.sets.iter().map(|s| s.id.clone()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// The rule sets a review runs: `None` selects every loaded set, `Some(ids)` exactly those
+    /// (duplicates ignored; `Some(&[])` selects none). The selection is ordered by rule-set id,
+    /// whatever the order of `ids`, so its results and [`Selection::version`] are
+    /// deterministic.
+    ///
+    /// # Errors
+    /// [`RuleError::UnknownRuleSet`] (listing the available ids) for an id not loaded;
+    /// [`RuleError::DuplicateRuleId`] when two selected sets define the same rule id.
+    pub fn select(&self, ids: Option<&[String]>) -> Result<Selection<'_>, RuleError> {
+        let mut sets: Vec<&RuleSet> = match ids {
+            None => self.sets.iter().collect(),
+            Some(ids) => {
+                let mut picked = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let set = self.get(id).ok_or_else(|| RuleError::UnknownRuleSet {
+                        id: id.clone(),
+                        available: self.ids(),
+                    })?;
+                    if !picked.iter().any(|s: &&RuleSet| s.id == set.id) {
+                        picked.push(set);
+                    }
+                }
+                picked
+            }
+        };
+        sets.sort_by(|a, b| a.id.cmp(&b.id));
+        Selection::new(sets)
+    }
+}
+
+/// The rule sets selected for one review, ready to match lines fast.
+///
+/// Holds a `RegexSet` of every selected rule's `pattern`, so one pass over a line tells which
+/// rules can match; only those run their own regex (for the byte range and `not`) and their
+/// path check. Use [`Selection::matching_rules`] for single lines, or
+/// [`Selection::file_matcher`] once per file and [`FileMatcher::matches`] per line.
+#[derive(Debug)]
+pub struct Selection<'a> {
+    /// The selected rule sets, sorted by id. Informational: changing it after
+    /// [`Catalog::select`] does not change which rules run or the version.
+    pub sets: Vec<&'a RuleSet>,
+    // Invariant: `rules` is the concatenation of the selected sets' rules, in order, with
+    // unique ids; once built, `prefilter` pattern `i` matches every line `rules[i]` matches.
+    rules: Vec<&'a Rule>,
+    prefilter: OnceLock<Option<RegexSet>>,
+    version: String,
+    fingerprint: String,
+}
+
+impl<'a> Selection<'a> {
+    fn new(sets: Vec<&'a RuleSet>) -> Result<Selection<'a>, RuleError> {
+        let mut rules: Vec<&'a Rule> = Vec::new();
+        let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
+        for set in &sets {
+            for rule in &set.rules {
+                if let Some(&(first_origin, first_line)) = seen.get(rule.id()) {
+                    return Err(RuleError::DuplicateRuleId {
+                        rule_id: rule.id().to_owned(),
+                        origin: set.origin.clone(),
+                        line: rule.line(),
+                        first_origin: first_origin.to_owned(),
+                        first_line,
+                    });
+                }
+                seen.insert(rule.id(), (&set.origin, rule.line()));
+                rules.push(rule);
+            }
+        }
+        let version = sets
+            .iter()
+            .map(|s| format!("{}@{}", s.id, s.version))
+            .collect::<Vec<_>>()
+            .join("+");
+        let mut hasher = Sha256::new();
+        for set in &sets {
+            hasher.update(set.id.as_bytes());
+            hasher.update([0]);
+            hasher.update(set.version.as_bytes());
+            hasher.update([0]);
+            hasher.update(set.digest.as_bytes());
+            hasher.update([b'\n']);
+        }
+        let fingerprint = format!("sha256:{:x}", hasher.finalize());
+        Ok(Selection {
+            sets,
+            rules,
+            prefilter: OnceLock::new(),
+            version,
+            fingerprint,
+        })
+    }
+
+    /// The `ruleSetVersion`: `<id>@<version>` of each selected set, sorted by id, joined with
+    /// `+`, e.g. `security-default@1.0.0+team@2.1.0`; empty for an empty selection.
+    pub fn version(&self) -> String {
+        self.version.clone()
+    }
+
+    /// `sha256:<hex>` over each selected set's id, version and file digest: changes whenever
+    /// any selected rule file's text changes, even without a version bump. Fit for cache keys
+    /// next to [`Selection::version`].
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Every selected rule, sets in id order, rules in file order.
+    pub fn rules(&self) -> impl Iterator<Item = &'a Rule> + '_ {
+        self.rules.iter().copied()
+    }
+
+    /// How many rules are selected.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether no rule is selected.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rules that flag this `line` of the file at `path` (repository-relative), with the
+    /// byte range of each match, in [`Selection::rules`] order.
+    ///
+    /// Fast path: one prefilter pass over the line; only rules whose pattern matched are
+    /// checked for path applicability ([`Rule::applies_to`]) and `not`. Inline suppressions
+    /// are not applied: check [`super::is_suppressed`] for each result.
+    pub fn matching_rules<'s>(
+        &'s self,
+        path: &'s str,
+        line: &'s str,
+    ) -> impl Iterator<Item = (&'a Rule, Range<usize>)> + 's {
+        self.candidates(line).filter_map(move |i| {
+            let rule = self.rules[i];
+            if !rule.applies_to(path) {
+                return None;
+            }
+            rule.find(line).map(|range| (rule, range))
+        })
+    }
+
+    /// A matcher for every line of one file: decides once which rules apply to `path`, then
+    /// [`FileMatcher::matches`] checks lines against those only.
+    pub fn file_matcher(&self, path: &str) -> FileMatcher<'_> {
+        let applicable: Vec<bool> = self.rules.iter().map(|r| r.applies_to(path)).collect();
+        let any = applicable.contains(&true);
+        FileMatcher {
+            selection: self,
+            applicable,
+            any,
+        }
+    }
+
+    /// The prefilter, compiled on first use (so a selection made only for its
+    /// [`Selection::version`] costs no regex compilation).
+    fn prefilter(&self) -> Option<&RegexSet> {
+        self.prefilter
+            .get_or_init(|| build_prefilter(&self.rules))
+            .as_ref()
+    }
+
+    /// Indices of the rules whose pattern may match `line` (all of them without a prefilter).
+    fn candidates(&self, line: &str) -> impl Iterator<Item = usize> + use<> {
+        let count = self.rules.len();
+        let hits = self.prefilter().map(|set| set.matches(trim_eol(line)));
+        let upto = match &hits {
+            Some(hits) if !hits.matched_any() => 0,
+            _ => count,
+        };
+        (0..upto).filter(move |&i| hits.as_ref().is_none_or(|h| h.matched(i)))
+    }
+}
+
+/// Compiles (or reuses from the process-wide cache) the `RegexSet` over the rules' relaxed
+/// patterns; falls back to the rules' own patterns, then to no prefilter at all (matching
+/// rule by rule: same results, slower).
+fn build_prefilter(rules: &[&Rule]) -> Option<RegexSet> {
+    static CACHE: OnceLock<Mutex<HashMap<String, RegexSet>>> = OnceLock::new();
+    if rules.is_empty() {
+        return None;
+    }
+    let key = rules
+        .iter()
+        .map(|r| r.prefilter.as_str())
+        .collect::<Vec<_>>()
+        .join("\u{0}");
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
+    let cached = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&key)
+        .cloned();
+    if cached.is_some() {
+        return cached;
+    }
+    let build = |patterns: Vec<&str>| {
+        RegexSetBuilder::new(patterns)
+            .size_limit(PREFILTER_SIZE_LIMIT.max(REGEX_SIZE_LIMIT))
+            .dfa_size_limit(PREFILTER_DFA_LIMIT)
+            .build()
+    };
+    let built = build(rules.iter().map(|r| r.prefilter.as_str()).collect())
+        .or_else(|_| build(rules.iter().map(|r| r.pattern()).collect()));
+    match built {
+        Ok(set) => {
+            let mut map = cache
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if map.len() >= PREFILTER_CACHE_ENTRIES {
+                map.clear();
+            }
+            map.insert(key, set.clone());
+            Some(set)
+        }
+        Err(err) => {
+            tracing::warn!(%err, "rule prefilter too large; matching rule by rule");
+            None
+        }
+    }
+}
+
+/// The selected rules that apply to one file, from [`Selection::file_matcher`].
+#[derive(Debug)]
+pub struct FileMatcher<'s> {
+    selection: &'s Selection<'s>,
+    // Invariant: `applicable[i]` is `selection.rules[i].applies_to(path)`; `any` is whether
+    // one is true.
+    applicable: Vec<bool>,
+    any: bool,
+}
+
+impl<'s> FileMatcher<'s> {
+    /// Whether no selected rule applies to the file (so its lines need not be read).
+    pub fn is_empty(&self) -> bool {
+        !self.any
+    }
+
+    /// The rules applying to the file that flag this `line`, with the byte range of each
+    /// match, in [`Selection::rules`] order. Inline suppressions are not applied: check
+    /// [`super::is_suppressed`] for each result.
+    pub fn matches<'l>(
+        &'l self,
+        line: &'l str,
+    ) -> impl Iterator<Item = (&'s Rule, Range<usize>)> + 'l {
+        let candidates = if self.any {
+            Some(self.selection.candidates(line))
+        } else {
+            None
+        };
+        candidates.into_iter().flatten().filter_map(move |i| {
+            if !self.applicable[i] {
+                return None;
+            }
+            let rule = self.selection.rules[i];
+            rule.find(line).map(|range| (rule, range))
+        })
+    }
+}

@@ -1,0 +1,536 @@
+//! Parsing one rule file (TOML text) into a compiled [`RuleSet`], with every error pointing at
+//! the file and line of the offending value.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use globset::{GlobBuilder, GlobSetBuilder};
+use regex::{Regex, RegexBuilder};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use toml::Spanned;
+
+use super::error::{RuleError, line_col};
+use super::language::Language;
+use super::prefilter;
+use super::rule::{Examples, PathGlobs, Rule};
+use crate::protocol::finding::{Confidence, Severity};
+
+/// Largest rule file accepted, in bytes.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Longest `pattern` or `not` regex source accepted, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+/// Cap on the compiled size of one regex (the `regex` crate's `size_limit`), in bytes.
+pub const REGEX_SIZE_LIMIT: usize = 2 * 1024 * 1024;
+/// Most rules one rule set may hold.
+pub const MAX_RULES_PER_SET: usize = 1000;
+/// Longest rule-set or rule id, in bytes.
+const MAX_ID_BYTES: usize = 128;
+/// Longest version string, in bytes.
+const MAX_VERSION_BYTES: usize = 64;
+
+/// A versioned, named list of rules loaded from one rule file.
+///
+/// Built by [`super::Catalog::add_source`], [`super::Catalog::load_dir`] or
+/// [`super::Catalog::builtin`].
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    /// Rule-set id, `[a-z0-9][a-z0-9._-]*` (what `ruleSetIds` in a review request names).
+    pub id: String,
+    /// Version as written, `[0-9A-Za-z._-]+` (e.g. `1.0.0`); part of `ruleSetVersion`.
+    pub version: String,
+    /// What the rule set is for (may be empty).
+    pub description: String,
+    /// Where it was loaded from: `builtin`, a file path, or `<rev>:<path>` for repository files.
+    pub origin: String,
+    /// `sha256:<hex>` of the rule file's text, so edited rules are told apart even when the
+    /// author forgot to bump `version`.
+    pub digest: String,
+    /// The rules, in file order.
+    pub rules: Vec<Rule>,
+}
+
+// === raw TOML shape ===
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSet {
+    id: Spanned<String>,
+    version: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    rules: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: Spanned<String>,
+    title: Spanned<String>,
+    category: Spanned<String>,
+    severity: Severity,
+    confidence: Confidence,
+    #[serde(default)]
+    languages: Vec<Language>,
+    #[serde(default)]
+    paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    exclude_paths: Vec<Spanned<String>>,
+    pattern: Spanned<String>,
+    #[serde(default)]
+    not: Option<Spanned<String>>,
+    message: Spanned<String>,
+    #[serde(default)]
+    suggestion: Option<String>,
+    #[serde(default)]
+    fix: Option<Spanned<String>>,
+    #[serde(default)]
+    examples: Option<RawExamples>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExamples {
+    #[serde(rename = "match", default)]
+    matching: Vec<Spanned<String>>,
+    #[serde(default)]
+    no_match: Vec<Spanned<String>>,
+    #[serde(default)]
+    fix: Vec<Spanned<(String, String)>>,
+}
+
+// === parsing ===
+
+/// Where errors point: the origin and the text (for turning spans into lines).
+struct Source<'t> {
+    origin: &'t str,
+    text: &'t str,
+}
+
+impl Source<'_> {
+    fn pos(&self, span: &Range<usize>) -> (usize, usize) {
+        line_col(self.text, span.start)
+    }
+
+    fn invalid(&self, span: &Range<usize>, message: impl Into<String>) -> RuleError {
+        let (line, column) = self.pos(span);
+        RuleError::Invalid {
+            origin: self.origin.to_owned(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses and compiles one rule file.
+///
+/// `origin` names the text in errors and in [`RuleSet::origin`].
+///
+/// # Errors
+/// [`RuleError::TooLarge`] over [`MAX_FILE_BYTES`]; [`RuleError::Parse`] for TOML syntax,
+/// unknown or missing fields and bad enum values; [`RuleError::Invalid`],
+/// [`RuleError::Regex`], [`RuleError::Glob`], [`RuleError::DuplicateRuleId`] and
+/// [`RuleError::Example`] for values that parse but are not allowed. All carry the origin and
+/// the 1-based line and column.
+pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
+    let size = text.len() as u64;
+    if size > MAX_FILE_BYTES {
+        return Err(RuleError::TooLarge {
+            origin: origin.to_owned(),
+            size,
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    let src = Source { origin, text };
+    let raw: RawSet = toml::from_str(text).map_err(|err| {
+        let (line, column) = err.span().map_or((1, 1), |span| src.pos(&span));
+        RuleError::Parse {
+            origin: origin.to_owned(),
+            line,
+            column,
+            message: err.message().trim_end().to_owned(),
+        }
+    })?;
+
+    check_id(&src, &raw.id, "rule-set id")?;
+    check_version(&src, &raw.version)?;
+    if raw.rules.len() > MAX_RULES_PER_SET {
+        return Err(src.invalid(
+            &raw.id.span(),
+            format!(
+                "rule set `{}` has {} rules, more than the limit of {MAX_RULES_PER_SET}",
+                raw.id.as_ref(),
+                raw.rules.len()
+            ),
+        ));
+    }
+
+    let set_id = raw.id.into_inner();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut rules = Vec::with_capacity(raw.rules.len());
+    for raw_rule in raw.rules {
+        let rule = compile_rule(&src, &set_id, raw_rule)?;
+        if let Some(&first_line) = seen.get(&rule.id) {
+            return Err(RuleError::DuplicateRuleId {
+                rule_id: rule.id,
+                origin: origin.to_owned(),
+                line: rule.line,
+                first_origin: origin.to_owned(),
+                first_line,
+            });
+        }
+        seen.insert(rule.id.clone(), rule.line);
+        rules.push(rule);
+    }
+
+    Ok(RuleSet {
+        id: set_id,
+        version: raw.version.into_inner(),
+        description: raw.description,
+        origin: origin.to_owned(),
+        digest: format!("sha256:{:x}", Sha256::digest(text.as_bytes())),
+        rules,
+    })
+}
+
+fn is_id(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+}
+
+fn check_id(src: &Source<'_>, id: &Spanned<String>, what: &str) -> Result<(), RuleError> {
+    let value = id.as_ref();
+    if !is_id(value) || value.len() > MAX_ID_BYTES {
+        return Err(src.invalid(
+            &id.span(),
+            format!(
+                "invalid {what} `{value}`: use lower-case letters, digits, `.`, `_` and `-`, \
+                 starting with a letter or digit, at most {MAX_ID_BYTES} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_version(src: &Source<'_>, version: &Spanned<String>) -> Result<(), RuleError> {
+    let value = version.as_ref();
+    let ok = !value.is_empty()
+        && value.len() <= MAX_VERSION_BYTES
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !ok {
+        return Err(src.invalid(
+            &version.span(),
+            format!(
+                "invalid version `{value}`: use letters, digits, `.`, `_` and `-` (e.g. `1.2.0`), \
+                 at most {MAX_VERSION_BYTES} bytes; `+` and `@` are reserved for ruleSetVersion"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_text(
+    src: &Source<'_>,
+    value: &Spanned<String>,
+    field: &str,
+    rule_id: &str,
+    single_line: bool,
+) -> Result<(), RuleError> {
+    let text = value.as_ref();
+    if text.trim().is_empty() {
+        return Err(src.invalid(
+            &value.span(),
+            format!("rule `{rule_id}`: `{field}` is empty"),
+        ));
+    }
+    if single_line && text.contains('\n') {
+        return Err(src.invalid(
+            &value.span(),
+            format!("rule `{rule_id}`: `{field}` must be a single line"),
+        ));
+    }
+    Ok(())
+}
+
+fn compile_rule(src: &Source<'_>, set_id: &str, raw: RawRule) -> Result<Rule, RuleError> {
+    check_id(src, &raw.id, "rule id")?;
+    let rule_id = raw.id.as_ref().clone();
+    let (line, _) = src.pos(&raw.id.span());
+    check_text(src, &raw.title, "title", &rule_id, true)?;
+    check_text(src, &raw.category, "category", &rule_id, true)?;
+    check_text(src, &raw.message, "message", &rule_id, false)?;
+
+    let pattern = compile_regex(src, &rule_id, "pattern", &raw.pattern)?;
+    if pattern.is_match("") {
+        return Err(src.invalid(
+            &raw.pattern.span(),
+            format!(
+                "rule `{rule_id}`: `pattern` matches the empty string, so it would flag every line"
+            ),
+        ));
+    }
+    let not = match &raw.not {
+        None => None,
+        Some(not_src) => {
+            let not = compile_regex(src, &rule_id, "not", not_src)?;
+            if not.is_match("") {
+                return Err(src.invalid(
+                    &not_src.span(),
+                    format!(
+                        "rule `{rule_id}`: `not` matches the empty string, so the rule would never \
+                         flag anything"
+                    ),
+                ));
+            }
+            Some(not)
+        }
+    };
+    if let Some(fix) = &raw.fix {
+        check_fix_template(fix.as_ref(), &pattern)
+            .map_err(|message| src.invalid(&fix.span(), format!("rule `{rule_id}`: {message}")))?;
+    }
+
+    let paths = compile_globs(src, &rule_id, &raw.paths)?;
+    let exclude_paths = compile_globs(src, &rule_id, &raw.exclude_paths)?;
+
+    let mut languages = raw.languages;
+    languages.sort();
+    languages.dedup();
+
+    let raw_examples = raw.examples;
+    let rule = Rule {
+        rule_set_id: set_id.to_owned(),
+        id: rule_id,
+        title: raw.title.into_inner(),
+        category: raw.category.into_inner(),
+        severity: raw.severity,
+        confidence: raw.confidence,
+        message: raw.message.into_inner(),
+        suggestion: raw.suggestion.filter(|s| !s.trim().is_empty()),
+        languages,
+        paths,
+        exclude_paths,
+        prefilter: prefilter::relaxed(raw.pattern.as_ref()),
+        pattern,
+        not,
+        fix: raw.fix.map(Spanned::into_inner),
+        examples: Examples::default(),
+        line,
+    };
+    match raw_examples {
+        None => Ok(rule),
+        Some(examples) => check_examples(src, rule, examples),
+    }
+}
+
+fn compile_regex(
+    src: &Source<'_>,
+    rule_id: &str,
+    field: &'static str,
+    value: &Spanned<String>,
+) -> Result<Regex, RuleError> {
+    let source = value.as_ref();
+    if source.is_empty() {
+        return Err(src.invalid(
+            &value.span(),
+            format!("rule `{rule_id}`: `{field}` is empty"),
+        ));
+    }
+    if source.len() > MAX_PATTERN_BYTES {
+        return Err(src.invalid(
+            &value.span(),
+            format!(
+                "rule `{rule_id}`: `{field}` is {} bytes, over the limit of {MAX_PATTERN_BYTES}",
+                source.len()
+            ),
+        ));
+    }
+    RegexBuilder::new(source)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|err| {
+            let (line, column) = src.pos(&value.span());
+            RuleError::Regex {
+                origin: src.origin.to_owned(),
+                rule_id: rule_id.to_owned(),
+                field,
+                line,
+                column,
+                message: err.to_string(),
+            }
+        })
+}
+
+fn compile_globs(
+    src: &Source<'_>,
+    rule_id: &str,
+    globs: &[Spanned<String>],
+) -> Result<PathGlobs, RuleError> {
+    let mut full = GlobSetBuilder::new();
+    let mut base = GlobSetBuilder::new();
+    for glob in globs {
+        let text = glob.as_ref();
+        let fail = |message: String| {
+            let (line, column) = src.pos(&glob.span());
+            RuleError::Glob {
+                origin: src.origin.to_owned(),
+                rule_id: rule_id.to_owned(),
+                glob: text.clone(),
+                line,
+                column,
+                message,
+            }
+        };
+        if text.is_empty() {
+            return Err(fail("the glob is empty".to_owned()));
+        }
+        let compiled = GlobBuilder::new(text)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|err| fail(err.kind().to_string()))?;
+        if text.contains('/') {
+            full.add(compiled);
+        } else {
+            base.add(compiled);
+        }
+    }
+    let build = |builder: GlobSetBuilder| {
+        builder.build().map_err(|err| {
+            let (line, column) = globs.first().map_or((1, 1), |g| src.pos(&g.span()));
+            RuleError::Glob {
+                origin: src.origin.to_owned(),
+                rule_id: rule_id.to_owned(),
+                glob: String::new(),
+                line,
+                column,
+                message: err.to_string(),
+            }
+        })
+    };
+    Ok(PathGlobs {
+        globs: globs.iter().map(|g| g.as_ref().clone()).collect(),
+        full: build(full)?,
+        base: build(base)?,
+    })
+}
+
+/// Checks a `fix` replacement template against the pattern: every `$name`, `$N`, `${name}`
+/// must name a group of `pattern`; a lone `$` must be written `$$`. (The `regex` crate would
+/// silently expand an unknown group to nothing.)
+fn check_fix_template(template: &str, pattern: &Regex) -> Result<(), String> {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let name = match bytes.get(i) {
+            Some(b'$') => {
+                i += 1;
+                continue;
+            }
+            Some(b'{') => {
+                let rest = &template[i + 1..];
+                let end = rest
+                    .find('}')
+                    .ok_or("`fix` has an unclosed `${`; write `$$` for a literal `$`")?;
+                i += end + 2;
+                &rest[..end]
+            }
+            _ => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                if start == i {
+                    return Err(
+                        "`fix` has a `$` not followed by a group name; write `$$` for a \
+                                literal `$`"
+                            .to_owned(),
+                    );
+                }
+                &template[start..i]
+            }
+        };
+        let known = match name.parse::<usize>() {
+            Ok(index) => index < pattern.captures_len(),
+            Err(_) => pattern.capture_names().flatten().any(|n| n == name),
+        };
+        if !known {
+            return Err(format!(
+                "`fix` refers to group `{name}`, which `pattern` does not have (write `${{1}}x` \
+                 rather than `$1x`, and `$$` for a literal `$`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<Rule, RuleError> {
+    let fail = |span: Range<usize>, rule: &Rule, message: String| {
+        let (line, column) = src.pos(&span);
+        RuleError::Example {
+            origin: src.origin.to_owned(),
+            rule_id: rule.id.clone(),
+            line,
+            column,
+            message,
+        }
+    };
+    for example in &raw.matching {
+        if rule.find(example.as_ref()).is_none() {
+            return Err(fail(
+                example.span(),
+                &rule,
+                format!("`match` example {:?} is not flagged", example.as_ref()),
+            ));
+        }
+    }
+    for example in &raw.no_match {
+        if let Some(range) = rule.find(example.as_ref()) {
+            return Err(fail(
+                example.span(),
+                &rule,
+                format!(
+                    "`no_match` example {:?} is flagged (at {:?})",
+                    example.as_ref(),
+                    &example.as_ref()[range]
+                ),
+            ));
+        }
+    }
+    for pair in &raw.fix {
+        let (line, expected) = pair.as_ref();
+        if rule.fix.is_none() {
+            return Err(fail(
+                pair.span(),
+                &rule,
+                "a `fix` example is given but the rule has no `fix`".to_owned(),
+            ));
+        }
+        let actual = rule.fix(line);
+        if actual.as_deref() != Some(expected.as_str()) {
+            return Err(fail(
+                pair.span(),
+                &rule,
+                format!("`fix` example {line:?}: expected {expected:?}, got {actual:?}"),
+            ));
+        }
+    }
+    rule.examples = Examples {
+        matching: raw.matching.into_iter().map(Spanned::into_inner).collect(),
+        not_matching: raw.no_match.into_iter().map(Spanned::into_inner).collect(),
+        fixes: raw.fix.into_iter().map(Spanned::into_inner).collect(),
+    };
+    Ok(rule)
+}
