@@ -23,29 +23,29 @@
 //! # Rule-file format
 //!
 //! ```toml
-//! id = "team-checkout"        # rule-set id: [a-z0-9][a-z0-9._-]*, at most 128 bytes
-//! version = "2.1.0"           # [0-9A-Za-z._-]+; enters ruleSetVersion as team-checkout@2.1.0
-//! description = "Checkout-service rules"   # optional
+//! id = "team-billing"         # rule-set id: [a-z0-9][a-z0-9._-]*, at most 128 bytes
+//! version = "2.1.0"           # [0-9A-Za-z._-]+; enters ruleSetVersion as team-billing@2.1.0
+//! description = "Billing-service rules"    # optional
 //!
 //! [[rules]]
-//! id = "checkout.float-money"  # the finding's ruleId; same charset; unique in a selection
-//! title = "Money held in a float"          # one line
+//! id = "billing.float-money"   # the finding's ruleId; same charset; unique in a selection
+//! title = "Money held in a float"           # one line
 //! category = "bug"                          # free string
 //! severity = "high"                         # info | low | medium | high | critical
 //! confidence = "medium"                     # low | medium | high
-//! languages = ["python", "typescript"]      # optional; see Language::as_str for names
-//! paths = ["src/billing/**", "*.money.ts"]  # optional globs
+//! languages = ["python"]                    # optional; names: Language::as_str
+//! paths = ["billing/**", "*.money.py"]      # optional globs
 //! exclude_paths = ["**/tests/**"]           # optional globs; always win
-//! pattern = '''\b(?:price|amount|total)\w*\s*[:=]\s*float\('''   # regex over one line
-//! not = '''Decimal'''                       # optional; if it matches the line: no finding
-//! message = "Floats round money. Use `Decimal`."   # Markdown; the finding's content
+//! pattern = '''(\b(?:price|amount|total)\w*\s*=\s*)float\('''   # regex over one line
+//! not = '''#\s*money-ok'''                  # optional; if it matches the line: no finding
+//! message = "Floats round money; sums drift by cents."   # Markdown; the finding's content
 //! suggestion = "Use decimal.Decimal."       # optional human advice
-//! fix = '''${0}'''                          # optional replacement template -> suggestionCode
+//! fix = '''${1}Decimal('''                   # optional replacement template -> suggestionCode
 //!
 //! [rules.examples]                          # optional; checked when the file is loaded
 //! match = ["total = float(row[3])"]         # each must be flagged
-//! no_match = ["total = Decimal(row[3])"]    # none may be flagged
-//! fix = [["verify=False", "verify=True"]]   # [line, fixed line] pairs (needs `fix`)
+//! no_match = ["count = float(n)"]           # none may be flagged
+//! fix = [["total = float(x)", "total = Decimal(x)"]]   # [line, fixed line] pairs
 //! ```
 //!
 //! - Unknown fields are errors (a typo never silently disables a check).

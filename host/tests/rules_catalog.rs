@@ -590,3 +590,63 @@ message = "m"
     assert!(hits("a.py", "pass").is_empty());
     assert!(!selection.file_matcher("a.js").is_empty());
 }
+
+// === documentation ===
+
+/// The ```toml blocks of `host/rules/README.md`, in order.
+fn readme_toml_blocks() -> Vec<String> {
+    let readme = include_str!("../rules/README.md");
+    readme
+        .split("```toml\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn readme_examples_load_and_behave_as_described() {
+    let blocks = readme_toml_blocks();
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the disable example and the format example"
+    );
+
+    let mut catalog = Catalog::builtin();
+    catalog
+        .add_source("README.md#disable", &blocks[0])
+        .expect("the disable example loads");
+    assert!(catalog.select(None).expect("select").is_empty());
+
+    let mut catalog = Catalog::new();
+    catalog
+        .add_source("README.md#format", &blocks[1])
+        .expect("the format example loads");
+    let selection = catalog.select(None).expect("select");
+    assert_eq!(selection.version(), "team-billing@2.1.0");
+    let rule = selection.rules().next().expect("one rule");
+    assert!(rule.applies_to("billing/api/invoice.rb"), "by path");
+    assert!(rule.applies_to("shop/cart.money.py"), "by file-name glob");
+    assert!(
+        !rule.applies_to("billing/tests/test_invoice.py"),
+        "excluded"
+    );
+    assert_eq!(
+        rule.fix("    total = float(row[3])").as_deref(),
+        Some("    total = Decimal(row[3])")
+    );
+}
+
+#[test]
+fn readme_states_the_builtin_rule_count() {
+    let count = Catalog::builtin()
+        .get("security-default")
+        .expect("builtin")
+        .rules
+        .len();
+    let readme = include_str!("../rules/README.md");
+    assert!(
+        readme.contains(&format!("It has {count} high-signal checks")),
+        "update the rule count in host/rules/README.md to {count}"
+    );
+}
