@@ -87,7 +87,9 @@ mod suppress;
 
 pub use catalog::{BUILTIN_ORIGIN, Catalog, FileMatcher, Selection};
 pub use error::RuleError;
-pub use file::{MAX_FILE_BYTES, MAX_PATTERN_BYTES, MAX_RULES_PER_SET, REGEX_SIZE_LIMIT, RuleSet};
+pub use file::{
+    MAX_FILE_BYTES, MAX_PATTERN_BYTES, MAX_RULES_PER_SET, REGEX_SIZE_LIMIT, RuleSet, RuleSource,
+};
 pub use language::{Language, UnknownLanguage, language_of};
 pub use rule::{Examples, Rule};
 pub use suppress::is_suppressed;

@@ -246,6 +246,26 @@ fn exactly_the_expected_rules_fire() {
     );
     check(".env.example", "DATABASE_PASSWORD=s3cr3t-pr0d-pw", &[]);
     check(
+        "deploy/docker-compose.yml",
+        "      POSTGRES_PASSWORD: supersecret42",
+        &["secrets.config-credential"],
+    );
+    check(
+        "src/main/resources/application.properties",
+        "spring.datasource.password=Pr0d-Db-Pa55",
+        &["secrets.config-credential"],
+    );
+    check(
+        "deploy/values.example.yaml",
+        "  password: supersecret42",
+        &[],
+    );
+    check(
+        "k8s/secret.yml",
+        r#"  password: "Sup3rS3cret!""#,
+        &["secrets.hardcoded-credential"],
+    );
+    check(
         "Dockerfile",
         "ENV NODE_TLS_REJECT_UNAUTHORIZED=0",
         &["tls.node-reject-unauthorized-env"],

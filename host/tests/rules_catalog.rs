@@ -5,7 +5,7 @@ use std::fs;
 use review_agent_gateway::GatewayError;
 use review_agent_gateway::error::codes;
 use review_agent_gateway::protocol::finding::{Confidence, Severity};
-use review_agent_gateway::rules::{Catalog, RuleError};
+use review_agent_gateway::rules::{Catalog, RuleError, RuleSource};
 
 /// A minimal valid rule file with one rule, for tests to vary.
 fn rule_file(set_id: &str, version: &str, rule_id: &str) -> String {
@@ -350,6 +350,36 @@ fn load_dir_reads_sorted_toml_files_only() {
         catalog.sets()[0].origin,
         dir.path().join("a.toml").display().to_string()
     );
+    assert_eq!(
+        catalog.sets()[0].source,
+        RuleSource::LocalFile {
+            file_name: "a.toml".into()
+        }
+    );
+}
+
+#[test]
+fn public_origins_name_no_local_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join("team.toml"), rule_file("team", "1", "t.a")).expect("write");
+    let mut catalog = Catalog::builtin();
+    catalog.load_dir(dir.path()).expect("load");
+    catalog
+        .add_source(
+            "abc123:.review-agent/rules/repo.toml",
+            &rule_file("repo", "1", "r.a"),
+        )
+        .expect("repo");
+    let public: Vec<String> = catalog.sets().iter().map(|s| s.public_origin()).collect();
+    assert_eq!(
+        public,
+        [
+            "builtin",
+            "local:team.toml",
+            "abc123:.review-agent/rules/repo.toml"
+        ]
+    );
+    assert_eq!(catalog.sets()[0].source, RuleSource::Builtin);
 }
 
 #[test]
@@ -649,4 +679,43 @@ fn readme_states_the_builtin_rule_count() {
         readme.contains(&format!("It has {count} high-signal checks")),
         "update the rule count in host/rules/README.md to {count}"
     );
+}
+
+#[test]
+fn a_byte_order_mark_is_ignored() {
+    let text = format!("\u{feff}{}", rule_file("a", "1", "x.y"));
+    let mut catalog = Catalog::new();
+    catalog
+        .add_source("bom.toml", &text)
+        .expect("BOM is skipped");
+    assert_eq!(catalog.sets()[0].rules[0].line(), 6);
+}
+
+#[test]
+fn catalog_and_selection_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Catalog>();
+    shared::<review_agent_gateway::rules::Selection<'static>>();
+    shared::<review_agent_gateway::rules::RuleSet>();
+
+    let catalog = Catalog::builtin();
+    let selection = catalog.select(None).expect("select");
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ["a.py", "a.js"]
+            .iter()
+            .map(|path| {
+                let selection = &selection;
+                scope.spawn(move || {
+                    selection
+                        .matching_rules(path, "x = eval(user_input)")
+                        .count()
+                })
+            })
+            .collect();
+        let counts: Vec<usize> = handles
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect();
+        assert_eq!(counts, [1, 1]);
+    });
 }

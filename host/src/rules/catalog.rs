@@ -11,7 +11,7 @@ use regex::{RegexSet, RegexSetBuilder};
 use sha2::{Digest, Sha256};
 
 use super::error::RuleError;
-use super::file::{MAX_FILE_BYTES, REGEX_SIZE_LIMIT, RuleSet, parse_rule_set};
+use super::file::{MAX_FILE_BYTES, REGEX_SIZE_LIMIT, RuleSet, RuleSource, parse_rule_set};
 use super::rule::{Rule, trim_eol};
 
 /// The built-in rule files, embedded at compile time: `(file name, text)`.
@@ -66,8 +66,10 @@ impl Catalog {
             BUILTIN_FILES
                 .iter()
                 .map(|(_, text)| {
-                    parse_rule_set(BUILTIN_ORIGIN, text)
-                        .unwrap_or_else(|err| panic!("embedded rule file is invalid: {err}"))
+                    let mut set = parse_rule_set(BUILTIN_ORIGIN, text)
+                        .unwrap_or_else(|err| panic!("embedded rule file is invalid: {err}"));
+                    set.source = RuleSource::Builtin;
+                    set
                 })
                 .collect()
         });
@@ -80,7 +82,8 @@ impl Catalog {
 
     /// Loads every `*.toml` file directly in `dir` (not recursive; names starting with `.` are
     /// skipped), in file-name order, and adds them as by [`Catalog::add_source`] with the
-    /// file path as origin. Returns how many rule sets were loaded.
+    /// file path as origin (see [`RuleSet::public_origin`] for one without the directory).
+    /// Returns how many rule sets were loaded.
     ///
     /// A missing directory is not an error: `Ok(0)`. The load is all-or-nothing: on error the
     /// catalog is unchanged.
@@ -130,7 +133,13 @@ impl Catalog {
                 });
             }
             let text = std::fs::read_to_string(path).map_err(|err| io_err(path, err))?;
-            let set = parse_rule_set(&origin, &text)?;
+            let mut set = parse_rule_set(&origin, &text)?;
+            set.source = RuleSource::LocalFile {
+                file_name: path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            };
             if let Some(first) = loaded.iter().find(|s| s.id == set.id) {
                 return Err(RuleError::DuplicateRuleSet {
                     id: set.id,

@@ -42,12 +42,45 @@ pub struct RuleSet {
     /// What the rule set is for (may be empty).
     pub description: String,
     /// Where it was loaded from: `builtin`, a file path, or `<rev>:<path>` for repository files.
+    /// Used in error messages, so it may be an absolute local path: show
+    /// [`RuleSet::public_origin`] in events and anything else that leaves the machine.
     pub origin: String,
+    /// What kind of source it came from.
+    pub source: RuleSource,
     /// `sha256:<hex>` of the rule file's text, so edited rules are told apart even when the
     /// author forgot to bump `version`.
     pub digest: String,
     /// The rules, in file order.
     pub rules: Vec<Rule>,
+}
+
+/// What kind of source a rule set was loaded from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuleSource {
+    /// Embedded in the binary ([`super::Catalog::builtin`]).
+    Builtin,
+    /// A file of a local rules directory ([`super::Catalog::load_dir`]).
+    LocalFile {
+        /// The file's name, without its directory.
+        file_name: String,
+    },
+    /// Text handed to [`super::Catalog::add_source`], e.g. a repository file read at a
+    /// revision; its origin is whatever the caller named it.
+    Provided,
+}
+
+impl RuleSet {
+    /// The origin without local file-system paths, fit for events and wire responses
+    /// (DESIGN §6): `builtin`, `local:<file name>` for a rules-directory file, or the origin
+    /// given to [`super::Catalog::add_source`] (e.g. `<rev>:.review-agent/rules/team.toml`).
+    pub fn public_origin(&self) -> String {
+        match &self.source {
+            RuleSource::Builtin => "builtin".to_owned(),
+            RuleSource::LocalFile { file_name } => format!("local:{file_name}"),
+            RuleSource::Provided => self.origin.clone(),
+        }
+    }
 }
 
 // === raw TOML shape ===
@@ -143,6 +176,8 @@ pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
             limit: MAX_FILE_BYTES,
         });
     }
+    // Editors on Windows like to start files with a byte-order mark; TOML does not allow one.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let src = Source { origin, text };
     let raw: RawSet = toml::from_str(text).map_err(|err| {
         let (line, column) = err.span().map_or((1, 1), |span| src.pos(&span));
@@ -190,6 +225,7 @@ pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
         version: raw.version.into_inner(),
         description: raw.description,
         origin: origin.to_owned(),
+        source: RuleSource::Provided,
         digest: format!("sha256:{:x}", Sha256::digest(text.as_bytes())),
         rules,
     })
