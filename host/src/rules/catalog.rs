@@ -239,10 +239,13 @@ impl Catalog {
 
 /// The rule sets selected for one review, ready to match lines fast.
 ///
-/// Holds a `RegexSet` of every selected rule's `pattern`, so one pass over a line tells which
-/// rules can match; only those run their own regex (for the byte range and `not`) and their
-/// path check. Use [`Selection::matching_rules`] for single lines, or
-/// [`Selection::file_matcher`] once per file and [`FileMatcher::matches`] per line.
+/// Matching runs a `RegexSet` of every selected rule's `pattern` (Unicode word boundaries
+/// relaxed, so non-ASCII lines stay fast) once per line; only the rules it flags run their own
+/// regex (for the byte range and `not`) and their path check, so results are exactly those of
+/// [`Rule::find`]. The set is compiled on first match, not by [`Catalog::select`], and reused
+/// by later selections of the same rules in the process. Use [`Selection::matching_rules`]
+/// for single lines, or [`Selection::file_matcher`] once per file and
+/// [`FileMatcher::matches`] per line.
 #[derive(Debug)]
 pub struct Selection<'a> {
     /// The selected rule sets, sorted by id. Informational: changing it after
