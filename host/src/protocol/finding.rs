@@ -114,7 +114,8 @@ pub struct ReviewFinding {
     /// Replacement code for `existing_code`, when the producer has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggestion_code: Option<String>,
-    /// `<ruleSetId>/<ruleId>` for rule findings; a model may name a rule too.
+    /// The rule's id as written in its rule file (`secrets.aws-access-key-id`; rule ids are
+    /// unique across the selected rule sets), for rule findings; a model may name a rule too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<String>,
     /// Who produced it.

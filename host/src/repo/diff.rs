@@ -1,5 +1,8 @@
 //! Commit-to-commit diffs: tree changes from gix (with rename detection), line diffs from
-//! `imara-diff` (histogram, git's hunk placement heuristics), unified hunks with context.
+//! `imara-diff` (Myers, git's default, with git's hunk placement heuristics), unified hunks
+//! with context.
+
+use std::collections::HashMap;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -73,6 +76,11 @@ pub struct DiffLine {
     pub text: String,
     /// The line is the last of its side and has no terminator (`\ No newline at end of file`).
     pub no_newline_at_eof: bool,
+    /// For an added line: the same text (terminator aside) is removed in the same change, so
+    /// only its line ending (CRLF ↔ LF, a newline added at end of file) or its place inside the
+    /// change differs. It is shown as added, as git does, but is not new code: review rules skip
+    /// it ([`FileDiff::added_lines`]). Always false for context and removed lines.
+    pub same_text_removed: bool,
 }
 
 /// A unified-diff hunk: `@@ -old_start,old_lines +new_start,new_lines @@`.
@@ -112,12 +120,14 @@ pub struct FileDiff {
 }
 
 impl FileDiff {
-    /// The added lines as `(new-side line number, text)`, in order.
+    /// The lines that are new code, as `(new-side line number, text)`, in order: added lines
+    /// minus those whose text was only re-terminated or moved within its change
+    /// ([`DiffLine::same_text_removed`]).
     pub fn added_lines(&self) -> impl Iterator<Item = (u32, &str)> {
         self.hunks
             .iter()
             .flat_map(|h| h.lines.iter())
-            .filter(|l| l.kind == LineKind::Added)
+            .filter(|l| l.kind == LineKind::Added && !l.same_text_removed)
             .filter_map(|l| Some((l.new_line?, l.text.as_str())))
     }
 }
@@ -403,6 +413,24 @@ fn file_change(
     Ok(())
 }
 
+/// Mark added lines whose text (terminator aside) is also removed in the same hunk: they were
+/// re-terminated or moved, not written (see [`DiffLine::same_text_removed`]).
+fn mark_same_text_removed(lines: &mut [DiffLine]) {
+    let mut removed: HashMap<String, u32> = HashMap::new();
+    for line in lines.iter().filter(|l| l.kind == LineKind::Removed) {
+        *removed.entry(line.text.clone()).or_default() += 1;
+    }
+    if removed.is_empty() {
+        return;
+    }
+    for line in lines.iter_mut().filter(|l| l.kind == LineKind::Added) {
+        if let Some(count) = removed.get_mut(&line.text).filter(|c| **c > 0) {
+            *count -= 1;
+            line.same_text_removed = true;
+        }
+    }
+}
+
 /// git's binary heuristic: a NUL byte among the first 8000 bytes.
 fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8000)].contains(&0)
@@ -421,9 +449,13 @@ fn strip_terminator(line: &str) -> (&str, bool) {
 }
 
 /// Line diff of two texts into unified hunks with `context` lines; returns (hunks, added, removed).
+///
+/// Myers with git's heuristics and the indent-based slider placement: git's default algorithm,
+/// so the hunks are the ones GitLab shows on the merge request. (imara-diff's histogram gives
+/// non-minimal diffs on some inputs, re-adding lines the merge request kept.)
 fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
     let input = InternedInput::new(old, new);
-    let mut diff = imara_diff::Diff::compute(Algorithm::Histogram, &input);
+    let mut diff = imara_diff::Diff::compute(Algorithm::Myers, &input);
     diff.postprocess_lines(&input);
     let changes: Vec<imara_diff::Hunk> = diff.hunks().collect();
     let (additions, deletions) = (diff.count_additions(), diff.count_removals());
@@ -468,6 +500,7 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
                 new_line: Some(n + 1),
                 text: text.to_owned(),
                 no_newline_at_eof: !terminated,
+                same_text_removed: false,
             }
         };
         for change in &group {
@@ -484,6 +517,7 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
                     new_line: None,
                     text: text.to_owned(),
                     no_newline_at_eof: !terminated,
+                    same_text_removed: false,
                 });
             }
             for i in change.after.clone() {
@@ -494,6 +528,7 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
                     new_line: Some(i + 1),
                     text: text.to_owned(),
                     no_newline_at_eof: !terminated,
+                    same_text_removed: false,
                 });
             }
             o = change.before.end;
@@ -507,6 +542,7 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
             o += 1;
             n += 1;
         }
+        mark_same_text_removed(&mut lines);
         let old_count = o - old_start;
         let new_count = n - new_start;
         hunks.push(Hunk {
@@ -580,6 +616,19 @@ mod tests {
             unified("a\r\nb", "a\r\nb\r\nc"),
             "@@ -1,2 +1,3 @@\n a\n-b\n\\ No newline at end of file\n+b\n+c\n\\ No newline at end of file\n"
         );
+    }
+
+    #[test]
+    fn re_terminated_lines_are_not_new_code() {
+        let (hunks, added, _) = line_diff("a\r\nb", "a\nb\nc\n", 3);
+        assert_eq!(added, 3);
+        let new_code: Vec<&str> = hunks[0]
+            .lines
+            .iter()
+            .filter(|l| l.kind == LineKind::Added && !l.same_text_removed)
+            .map(|l| l.text.as_str())
+            .collect();
+        assert_eq!(new_code, ["c"]);
     }
 
     #[test]

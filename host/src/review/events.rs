@@ -98,7 +98,7 @@ impl<'a> Emitter<'a> {
             .map(|set| RuleSetSummary {
                 id: set.id.clone(),
                 version: set.version.clone(),
-                origin: set.origin.clone(),
+                origin: set.public_origin(),
                 rules: u32::try_from(set.rules.len()).unwrap_or(u32::MAX),
             })
             .collect();
