@@ -13,7 +13,7 @@
 //!   cannot switch rules off for itself.
 //! - **Only added lines are matched** (lines added or changed on the new side).
 //! - **Every changed file is accounted for** in `run.completed`: reviewed, or skipped with a
-//!   reason (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `deleted`,
+//!   reason (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
 //!   `out_of_scope`).
 
 mod events;
@@ -29,10 +29,14 @@ use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Side, Stage,
 };
-use crate::repo::{ChangeKind, DiffOptions, Repository};
+use crate::repo::{ChangeKind, DiffOptions, Repository, SkipReason};
 use crate::rules::{Catalog, is_suppressed};
 
 pub use events::{Emitter, new_id};
+
+/// What to do about objects missing from a partial or incomplete clone.
+const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are local (for a \
+     partial clone, `git fetch --refetch`), then review again.";
 
 /// Where the repository keeps its own rule sets, read at the base revision.
 pub const REPOSITORY_RULES_DIR: &str = ".review-agent/rules";
@@ -87,7 +91,8 @@ impl ReviewOptions {
 pub struct Skipped {
     /// Repository-relative path.
     pub path: String,
-    /// `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `deleted` or `out_of_scope`.
+    /// `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`
+    /// or `out_of_scope`.
     pub reason: &'static str,
     /// A sentence for humans.
     pub detail: String,
@@ -194,12 +199,26 @@ fn pipeline(
     // --- diff
     emitter.stage(Stage::Diff);
     let diff = repo.diff(merge_base, head.id, &options.diff)?;
+    if let Some(reason) = &diff.renames_unavailable {
+        emitter.warning(
+            "diff.renames_unavailable",
+            format!(
+                "rename detection could not run, so renamed files show as deleted and added: \
+                 {reason}"
+            ),
+            None,
+            Some(FETCH_REMEDIATION.into()),
+        );
+    }
     let mut skipped: Vec<Skipped> = Vec::new();
     for file in &diff.skipped {
+        let remediation =
+            (file.reason == SkipReason::MissingObject).then(|| FETCH_REMEDIATION.to_owned());
         emitter.warning(
             &format!("diff.{}_skipped", file.reason.as_str()),
             format!("{} was not reviewed: {}", file.path, file.detail),
             Some(file.path.clone()),
+            remediation,
         );
         skipped.push(Skipped {
             path: file.path.clone(),

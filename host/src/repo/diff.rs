@@ -146,10 +146,13 @@ pub enum SkipReason {
     Submodule,
     /// A symbolic link; never followed.
     Symlink,
+    /// A blob is not in the local object database (a partial or incomplete clone).
+    MissingObject,
 }
 
 impl SkipReason {
-    /// The wire name (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`).
+    /// The wire name (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`,
+    /// `missing_object`).
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::Binary => "binary",
@@ -157,6 +160,7 @@ impl SkipReason {
             SkipReason::TooLarge => "too_large",
             SkipReason::Submodule => "submodule",
             SkipReason::Symlink => "symlink",
+            SkipReason::MissingObject => "missing_object",
         }
     }
 }
@@ -183,6 +187,10 @@ pub struct Diff {
     pub files: Vec<FileDiff>,
     /// Changed files that were not diffed, sorted by path.
     pub skipped: Vec<SkippedFile>,
+    /// Set when rename detection could not run (it reads every added and deleted blob; one
+    /// missing from a partial clone makes it fail): the diff was then made without it, so
+    /// renames show as a deletion plus an addition. Holds the reason.
+    pub renames_unavailable: Option<String>,
 }
 
 // === impl diff_commits ===
@@ -205,18 +213,31 @@ pub(super) fn diff_commits(
             .map_err(|e| read_error(format!("the tree of commit {id}"), e))
     };
     let (old_tree, new_tree) = (tree_of(base)?, tree_of(head)?);
-    let mut diff_options = gix::diff::Options::default();
-    diff_options.track_path();
-    diff_options.track_rewrites(options.detect_renames.then(gix::diff::Rewrites::default));
-    let changes = repo
-        .diff_tree_to_tree(&old_tree, &new_tree, diff_options)
-        .map_err(|e| read_error(format!("the tree diff {base}..{head}"), e))?;
+    let tree_diff = |renames: bool| {
+        let mut diff_options = gix::diff::Options::default();
+        diff_options.track_path();
+        diff_options.track_rewrites(renames.then(gix::diff::Rewrites::default));
+        repo.diff_tree_to_tree(&old_tree, &new_tree, diff_options)
+            .map_err(|e| read_error(format!("the tree diff {base}..{head}"), e))
+    };
+    let mut renames_unavailable = None;
+    let changes = match tree_diff(options.detect_renames) {
+        Ok(changes) => changes,
+        Err(err) if options.detect_renames => {
+            // Rename detection reads blobs; a partial clone may lack some. Without it the
+            // diff needs trees only, and each file's missing blob is reported on its own.
+            renames_unavailable = Some(err.to_string());
+            tree_diff(false)?
+        }
+        Err(err) => return Err(err),
+    };
 
     let mut out = Diff {
         base,
         head,
         files: Vec::new(),
         skipped: Vec::new(),
+        renames_unavailable,
     };
     for change in changes {
         use gix::object::tree::diff::ChangeDetached as C;
@@ -347,6 +368,18 @@ fn file_change(
             new_lines: Vec::new(),
         });
         return Ok(());
+    }
+    for side in [&old, &new].into_iter().flatten() {
+        if !repo.has_object(side.id) {
+            out.skipped.push(skip(
+                SkipReason::MissingObject,
+                format!(
+                    "blob {} is not in the local object database (partial clone?)",
+                    side.id
+                ),
+            ));
+            return Ok(());
+        }
     }
     // Sizes first, from object headers, so a huge blob is never loaded.
     for side in [&old, &new].into_iter().flatten() {

@@ -121,12 +121,18 @@ impl<'a> Emitter<'a> {
         self.emit(ContextAdded { context });
     }
 
-    pub(super) fn warning(&mut self, code: &str, message: String, path: Option<String>) {
+    pub(super) fn warning(
+        &mut self,
+        code: &str,
+        message: String,
+        path: Option<String>,
+        remediation: Option<String>,
+    ) {
         self.emit(Warning {
             code: code.to_owned(),
             message,
             path,
-            remediation: None,
+            remediation,
         });
     }
 
