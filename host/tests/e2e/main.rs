@@ -2,3 +2,19 @@
 //! One test binary; each module is one feature.
 
 mod support;
+
+mod bare;
+mod confidence;
+mod errors;
+mod events;
+mod exit_codes;
+mod formats;
+mod kept_lines;
+mod line_endings;
+mod merge_base;
+mod multi_language;
+mod rebase;
+mod renames;
+mod rule_sources;
+mod skips;
+mod suppression;

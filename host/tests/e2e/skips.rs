@@ -1,0 +1,257 @@
+//! Files that are not reviewed: each is announced by a `warning` (diff skips) and listed in
+//! `run.completed.skippedFiles` with its reason, and every changed file is accounted for once.
+
+use crate::support::{Run, TestRepo, found};
+
+/// A flagged Python line; wherever it appears in a skipped file, no finding may come of it.
+const FLAGGED: &str = "value = eval(expr)\n";
+
+/// Base: files to delete and to change. Head: one reviewable file plus one file for every skip
+/// reason; the not-UTF-8, too-large, binary and symlink files all hold (or point at) flagged
+/// code, so a skip that is not really a skip shows up as a finding.
+fn fixture(outside: &std::path::Path) -> TestRepo {
+    let mut repo = TestRepo::new();
+    repo.write_all(&[
+        ("src/app.py", "import os\n"),
+        ("src/gone.py", "GONE = 1\n"),
+        ("docs/notes.py", "NOTE = 1\n"),
+    ]);
+    let base = repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write("src/app.py", format!("import os\n{FLAGGED}"));
+    repo.remove("src/gone.py");
+    repo.write("docs/notes.py", format!("NOTE = 1\n{FLAGGED}"));
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend_from_slice(FLAGGED.as_bytes());
+    repo.write("assets/logo.png", png);
+    let mut latin1 = b"name = 'caf\xe9'\n".to_vec();
+    latin1.extend_from_slice(FLAGGED.as_bytes());
+    repo.write("legacy/latin1.py", latin1);
+    let big: String = std::iter::repeat_n(FLAGGED, 300).collect();
+    assert!(big.len() > 4096, "fixture sanity");
+    repo.write("data/big.py", big);
+    let outside_file = outside.join("outside.py");
+    std::fs::write(&outside_file, FLAGGED).expect("write outside file");
+    repo.symlink("links/passwd", "/etc/passwd");
+    repo.symlink("links/outside", "../../outside");
+    repo.symlink(
+        "links/outside.py",
+        outside_file.to_str().expect("utf-8 temp path"),
+    );
+    repo.git(&["add", "-A"]);
+    repo.stage_gitlink("vendor/lib", &base);
+    repo.commit_staged("head");
+    repo
+}
+
+const DIFF_SKIPS: &[(&str, &str)] = &[
+    ("assets/logo.png", "binary"),
+    ("data/big.py", "too_large"),
+    ("legacy/latin1.py", "not_utf8"),
+    ("links/outside", "symlink"),
+    ("links/outside.py", "symlink"),
+    ("links/passwd", "symlink"),
+    ("vendor/lib", "submodule"),
+];
+
+fn review(repo: &TestRepo, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "--base",
+        "main",
+        "--head",
+        "feature",
+        "--format",
+        "json",
+        "--max-file-bytes",
+        "4096",
+    ];
+    args.extend_from_slice(extra);
+    repo.review(&args)
+}
+
+/// Every changed file (as `git diff --name-only -M` lists them) is reviewed or skipped, never
+/// both, never neither.
+fn assert_accounted_for(repo: &TestRepo, run: &Run) {
+    let reviewed = run.reviewed();
+    let skipped: Vec<String> = run.skipped().into_iter().map(|s| s.0).collect();
+    let mut all: Vec<String> = reviewed.iter().chain(&skipped).cloned().collect();
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        before,
+        "a file is listed twice\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        all,
+        repo.changed_paths("main", "feature"),
+        "{}",
+        run.describe()
+    );
+}
+
+fn expected_skips(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = DIFF_SKIPS
+        .iter()
+        .chain(extra)
+        .map(|(p, r)| (p.to_string(), r.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_skip_reason_is_warned_and_listed() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let repo = fixture(outside.path());
+    let run = review(&repo, &[]);
+    run.assert_code(1);
+
+    assert_eq!(
+        run.found(),
+        found(&[
+            ("python.eval-dynamic", "docs/notes.py", 2),
+            ("python.eval-dynamic", "src/app.py", 2),
+        ]),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.reviewed(), ["docs/notes.py", "src/app.py"]);
+    assert_eq!(
+        run.skipped(),
+        expected_skips(&[("src/gone.py", "deleted")]),
+        "{}",
+        run.describe()
+    );
+
+    let mut warnings: Vec<(String, Option<String>)> = run
+        .warnings()
+        .into_iter()
+        .map(|w| (w.code, w.path))
+        .collect();
+    warnings.sort();
+    let mut expected: Vec<(String, Option<String>)> = DIFF_SKIPS
+        .iter()
+        .map(|(p, r)| (format!("diff.{r}_skipped"), Some(p.to_string())))
+        .collect();
+    expected.sort();
+    assert_eq!(warnings, expected, "{}", run.describe());
+    for w in run.warnings() {
+        let path = w.path.as_deref().unwrap_or_default();
+        assert!(
+            w.message.contains(path),
+            "warning message names the file: {w:?}"
+        );
+    }
+    assert_accounted_for(&repo, &run);
+    // The diff context counts every changed file, reviewed or not, as git does.
+    let files = run
+        .contexts()
+        .into_iter()
+        .find_map(|c| match c {
+            review_agent_gateway::protocol::ContextItem::Diff(d) => Some(d.files),
+            _ => None,
+        })
+        .expect("diff context");
+    assert_eq!(files, repo.shortstat("main", "feature").0);
+
+    // Nothing a symlink points at is read: the outside file's flagged line is not reported, and
+    // no event mentions the local path of the target or of the repository.
+    assert!(
+        !run.stdout.contains(outside.path().to_str().expect("utf-8")),
+        "an event names the link target's absolute path\n{}",
+        run.describe()
+    );
+    assert!(!run.stdout.contains(repo.path_str()), "{}", run.describe());
+}
+
+#[test]
+fn files_outside_paths_are_out_of_scope() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let repo = fixture(outside.path());
+    for paths in [
+        ["--paths", "src/**"],
+        ["--paths", "src/*.py"],
+        ["--paths", "src/app.py"],
+    ] {
+        let run = review(&repo, &paths);
+        run.assert_code(1);
+        assert_eq!(
+            run.found(),
+            found(&[("python.eval-dynamic", "src/app.py", 2)]),
+            "{paths:?}\n{}",
+            run.describe()
+        );
+        assert_eq!(run.reviewed(), ["src/app.py"], "{paths:?}");
+        assert_eq!(
+            run.skipped(),
+            expected_skips(&[
+                ("docs/notes.py", "out_of_scope"),
+                ("src/gone.py", "deleted"),
+            ]),
+            "{paths:?}\n{}",
+            run.describe()
+        );
+        assert_accounted_for(&repo, &run);
+    }
+}
+
+#[test]
+fn a_single_star_does_not_cross_directories() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let repo = fixture(outside.path());
+    let run = review(&repo, &["--paths", "*.py"]);
+    run.assert_code(0);
+    assert_eq!(run.found(), found(&[]), "{}", run.describe());
+    assert_eq!(run.reviewed(), Vec::<String>::new());
+    assert_accounted_for(&repo, &run);
+}
+
+// BUG: a symlink or a submodule replaced by a regular file in the merge request is skipped as
+// `symlink` / `submodule` ("links are never followed"), so the new file's code is never
+// reviewed — an easy way to slip code past the rules. git treats such a type change as a
+// deletion plus a new file whose every line is added (`git diff` prints `deleted file mode
+// 120000` / `new file mode 100644`), and nothing is followed when the new side is a regular
+// file. Cause: src/repo/diff.rs `file_change` skips when *either* side is a link or a gitlink.
+#[test]
+fn a_link_or_submodule_replaced_by_a_file_is_reviewed() {
+    let mut repo = TestRepo::new();
+    repo.write("other.py", "X = 1\n");
+    repo.symlink("conf.py", "other.py");
+    repo.git(&["add", "-A"]);
+    repo.stage_gitlink("plugin.py", "1234567890123456789012345678901234567890");
+    repo.commit_staged("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.remove("conf.py");
+    repo.write("conf.py", FLAGGED);
+    repo.git(&["rm", "-q", "--cached", "plugin.py"]);
+    repo.write("plugin.py", FLAGGED);
+    repo.commit("links and submodules become files");
+    let git_diff = repo.git(&["diff", "main", "feature"]);
+    for expected in [
+        "deleted file mode 120000",
+        "deleted file mode 160000",
+        "new file mode 100644",
+        "+value = eval(expr)",
+    ] {
+        assert!(
+            git_diff.contains(expected),
+            "fixture sanity: git shows a deletion and a new file\n{git_diff}"
+        );
+    }
+
+    let run = repo.review(&["--base", "main", "--head", "feature", "--format", "json"]);
+    assert_eq!(
+        run.found(),
+        found(&[
+            ("python.eval-dynamic", "conf.py", 1),
+            ("python.eval-dynamic", "plugin.py", 1),
+        ]),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(run.reviewed(), ["conf.py", "plugin.py"]);
+    run.assert_code(1);
+}
