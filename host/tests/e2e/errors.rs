@@ -47,30 +47,22 @@ fn check_json_failure(json: &Run, code: &str) {
     );
 }
 
-/// Runs `args` in json format (and in text format too when `text`) against `repo_path`,
-/// checks the failure, returns stderr.
-fn fails(
-    repo: &TestRepo,
-    repo_path: &std::path::Path,
-    args: &[&str],
-    code: &str,
-    text: bool,
-) -> String {
+/// Runs `args` in json and in text format against `repo_path`, checks the failure, returns
+/// stderr.
+fn fails(repo: &TestRepo, repo_path: &std::path::Path, args: &[&str], code: &str) -> String {
     let mut json_args = args.to_vec();
     json_args.extend_from_slice(&["--format", "json"]);
     let json = repo.review_at(repo_path, &json_args);
     check_json_failure(&json, code);
-    if text {
-        let text = repo.review_at(repo_path, args);
-        text.assert_error(code);
-        assert_eq!(
-            text.stdout,
-            "",
-            "no report after a failure\n{}",
-            text.describe()
-        );
-        assert_eq!(text.stderr, json.stderr, "the same error in every format");
-    }
+    let text = repo.review_at(repo_path, args);
+    text.assert_error(code);
+    assert_eq!(
+        text.stdout,
+        "",
+        "no report after a failure\n{}",
+        text.describe()
+    );
+    assert_eq!(text.stderr, json.stderr, "the same error in every format");
     json.stderr
 }
 
@@ -83,25 +75,12 @@ fn not_a_repository() {
         empty.path(),
         &["--base", "main"],
         "repository.not_found",
-        true,
     );
     let missing = empty.path().join("does/not/exist");
-    fails(
-        &repo,
-        &missing,
-        &["--base", "main"],
-        "repository.not_found",
-        false,
-    );
+    fails(&repo, &missing, &["--base", "main"], "repository.not_found");
     let file = empty.path().join("file.txt");
     std::fs::write(&file, "not a repository\n").expect("write file");
-    fails(
-        &repo,
-        &file,
-        &["--base", "main"],
-        "repository.not_found",
-        false,
-    );
+    fails(&repo, &file, &["--base", "main"], "repository.not_found");
 }
 
 #[test]
@@ -114,13 +93,7 @@ fn unknown_revisions() {
         &["--base", "main~5"],
     ];
     for args in cases {
-        let stderr = fails(
-            &repo,
-            repo.path(),
-            args,
-            "repository.revision_missing",
-            true,
-        );
+        let stderr = fails(&repo, repo.path(), args, "repository.revision_missing");
         assert!(stderr.contains("git fetch"), "{args:?}: {stderr}");
     }
 }
@@ -136,7 +109,6 @@ fn unrelated_histories_and_an_empty_repository() {
         repo.path(),
         &["--base", "main", "--head", "other"],
         "repository.revision_missing",
-        false,
     );
     assert!(stderr.contains("no common history"), "{stderr}");
 
@@ -146,7 +118,6 @@ fn unrelated_histories_and_an_empty_repository() {
         empty.path(),
         &["--base", "main"],
         "repository.revision_missing",
-        false,
     );
 }
 
@@ -159,7 +130,7 @@ fn revisions_that_look_like_options_are_refused() {
         &["--base=--upload-pack=touch /tmp/pwned"],
     ];
     for args in cases {
-        let stderr = fails(&repo, repo.path(), args, "request.invalid", true);
+        let stderr = fails(&repo, repo.path(), args, "request.invalid");
         assert!(stderr.contains("starts with '-'"), "{args:?}: {stderr}");
     }
 }
@@ -172,7 +143,6 @@ fn unknown_rule_set() {
         repo.path(),
         &["--base", "main", "--head", "feature", "--rules", "nope"],
         "rules.unknown_rule_set",
-        false,
     );
     assert!(stderr.contains("`nope`"), "{stderr}");
     assert!(
@@ -232,7 +202,6 @@ fn a_broken_rule_file_is_named_with_its_line() {
                 dir.path().to_str().expect("utf-8"),
             ],
             "rules.invalid",
-            false,
         );
         let at = format!("{}:{line}", file.display());
         assert!(stderr.contains(&at), "{what}: expected {at} in\n{stderr}");
@@ -254,7 +223,6 @@ fn a_bad_paths_glob() {
             "src/[oops",
         ],
         "request.invalid",
-        true,
     );
     assert!(stderr.contains("src/[oops"), "{stderr}");
 }
@@ -273,7 +241,7 @@ fn a_broken_repository_rule_file_names_the_revision_path_and_line() {
     repo.commit("head");
 
     let args = ["--base", "main", "--head", "feature"];
-    let stderr = fails(&repo, repo.path(), &args, "rules.invalid", false);
+    let stderr = fails(&repo, repo.path(), &args, "rules.invalid");
     let at = format!("{}:.review-agent/rules/team.toml:10", &base[..12]);
     assert!(stderr.contains(&at), "expected {at} in\n{stderr}");
     // The repository's rules can be switched off to get a review anyway.
