@@ -66,7 +66,7 @@ struct ReviewArgs {
     /// Exit 1 when a finding at or above this severity is reported (`never`: always exit 0).
     #[arg(long, value_enum, default_value = "info")]
     fail_on: FailOn,
-    /// Skip files larger than this many bytes on either side.
+    /// Skip files whose new version is larger than this many bytes.
     #[arg(long, default_value_t = 2 * 1024 * 1024)]
     max_file_bytes: u64,
     /// Colour in text output: auto (only on a terminal), always, never.

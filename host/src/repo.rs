@@ -220,9 +220,11 @@ impl Repository {
 
     /// Diff commit `base` against commit `head`, file by file (see [`Diff`]).
     ///
-    /// Renames are detected (git's default similarity, 50%). Files that cannot be reviewed as
-    /// text — binary, not UTF-8, over `options.max_file_bytes`, submodules, symlinks — are not
-    /// diffed but listed in [`Diff::skipped`] with the reason.
+    /// Renames are detected (git's default similarity, 50%). Files whose new side cannot be
+    /// reviewed as text — binary, not UTF-8, over `options.max_file_bytes`, submodules,
+    /// symlinks, blobs missing from a partial clone — are not diffed but listed in
+    /// [`Diff::skipped`] with the reason. An old side that is not readable text (a symlink or
+    /// binary file replaced by a text file) is diffed as empty, so all new lines count as added.
     ///
     /// # Errors
     /// [`RepoError::Read`] when a commit, tree or blob cannot be read.
@@ -248,13 +250,9 @@ impl Repository {
     /// invalid path.
     pub fn read_file_at(&self, commit: ObjectId, path: &str) -> Result<Option<FileAt>, RepoError> {
         validate_relative_path(path).map_err(|reason| read_error(format!("`{path}`"), reason))?;
-        let tree = self.commit_tree(commit)?;
-        let entry = tree
-            .lookup_entry_by_path(path)
-            .map_err(|e| read_error(format!("`{path}` at {commit}"), e))?;
-        let Some(entry) = entry else { return Ok(None) };
-        let id = entry.object_id();
-        let mode = entry.mode();
+        let Some((mode, id)) = self.lookup(commit, path)? else {
+            return Ok(None);
+        };
         if mode.is_tree() {
             return Ok(Some(FileAt::Directory));
         }
@@ -282,19 +280,15 @@ impl Repository {
         dir: &str,
     ) -> Result<Vec<(String, ObjectId)>, RepoError> {
         validate_relative_path(dir).map_err(|reason| read_error(format!("`{dir}`"), reason))?;
-        let tree = self.commit_tree(commit)?;
-        let Some(entry) = tree
-            .lookup_entry_by_path(dir)
-            .map_err(|e| read_error(format!("`{dir}` at {commit}"), e))?
-        else {
+        let Some((mode, id)) = self.lookup(commit, dir)? else {
             return Ok(Vec::new());
         };
-        if !entry.mode().is_tree() {
+        if !mode.is_tree() {
             return Ok(Vec::new());
         }
         let dir_tree = self
             .repo
-            .find_tree(entry.object_id())
+            .find_tree(id)
             .map_err(|e| read_error(format!("tree `{dir}` at {commit}"), e))?;
         let decoded = dir_tree
             .decode()
@@ -324,6 +318,42 @@ impl Repository {
             .find_blob(id)
             .map_err(|e| read_error(format!("blob {id}"), e))?;
         Ok(blob.detach().data)
+    }
+
+    /// The entry at `path` in `commit`'s tree, walking one tree per component. A component
+    /// that is not a directory (a file, a symlink, a submodule) ends the walk with `None`, so
+    /// nothing is ever read through a link or from a submodule's (absent) objects.
+    fn lookup(
+        &self,
+        commit: ObjectId,
+        path: &str,
+    ) -> Result<Option<(gix::object::tree::EntryMode, ObjectId)>, RepoError> {
+        let mut tree = self.commit_tree(commit)?;
+        let mut components = path.split('/').peekable();
+        while let Some(name) = components.next() {
+            let decoded = tree
+                .decode()
+                .map_err(|e| read_error(format!("a tree of `{path}` at {commit}"), e))?;
+            let Some(entry) = decoded
+                .entries
+                .iter()
+                .find(|e| e.filename == name.as_bytes())
+            else {
+                return Ok(None);
+            };
+            let (mode, id) = (entry.mode, entry.oid.to_owned());
+            if components.peek().is_none() {
+                return Ok(Some((mode, id)));
+            }
+            if !mode.is_tree() {
+                return Ok(None);
+            }
+            tree = self
+                .repo
+                .find_tree(id)
+                .map_err(|e| read_error(format!("a tree of `{path}` at {commit}"), e))?;
+        }
+        Ok(None)
     }
 
     fn commit_tree(&self, commit: ObjectId) -> Result<gix::Tree<'_>, RepoError> {

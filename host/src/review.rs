@@ -163,8 +163,8 @@ fn pipeline(
     emitter.revisions(
         merge_base.to_string(),
         head.id.to_string(),
-        base.spec.clone(),
-        head.spec.clone(),
+        ref_name(&base),
+        ref_name(&head),
     );
 
     let mut catalog = Catalog::builtin();
@@ -349,6 +349,18 @@ struct Candidate<'a> {
     line: u32,
     text: &'a str,
     rule: &'a crate::rules::Rule,
+}
+
+/// The revision as the user named it, or `None` when it was given as (a prefix of) its SHA.
+fn ref_name(revision: &crate::repo::Revision) -> Option<String> {
+    let spec = &revision.spec;
+    let is_sha = spec.len() >= 4
+        && spec.bytes().all(|b| b.is_ascii_hexdigit())
+        && revision
+            .id
+            .to_string()
+            .starts_with(&spec.to_ascii_lowercase());
+    (!is_sha).then(|| spec.clone())
 }
 
 fn short(sha: &str) -> &str {

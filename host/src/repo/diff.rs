@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
+use gix::diff::blob::{Algorithm, InternedInput};
 use gix::object::tree::EntryKind;
-use imara_diff::{Algorithm, InternedInput};
 use serde::Serialize;
 
 use super::{RepoError, read_error};
@@ -15,8 +15,8 @@ use super::{RepoError, read_error};
 /// Options of [`super::Repository::diff`].
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
-    /// Files whose blob on either side is larger than this many bytes are skipped
-    /// (`too_large`). Default 2 MiB.
+    /// Files whose new-side blob is larger than this many bytes are skipped (`too_large`); an
+    /// old side over it is not loaded and counts as empty. Default 2 MiB.
     pub max_file_bytes: u64,
     /// Unchanged lines of context around each change in [`Hunk::lines`], as `git diff -U<n>`.
     /// Default 3.
@@ -331,119 +331,123 @@ fn file_change(
         .or(old.as_ref())
         .map(|s| s.path.clone())
         .unwrap_or_default();
-    let skip = |reason: SkipReason, detail: String| SkippedFile {
-        path: path.clone(),
-        reason,
-        detail,
-    };
-    for side in [&old, &new].into_iter().flatten() {
-        match side.kind {
-            EntryKind::Commit => {
-                out.skipped.push(skip(
-                    SkipReason::Submodule,
-                    format!("submodule pinned at {}", side.id),
-                ));
-                return Ok(());
-            }
-            EntryKind::Link => {
-                out.skipped
-                    .push(skip(SkipReason::Symlink, "links are never followed".into()));
-                return Ok(());
-            }
-            _ => {}
-        }
-    }
     let old_path = match (&old, &new, kind) {
         (Some(o), Some(_), ChangeKind::Renamed) => Some(o.path.clone()),
         _ => None,
     };
-    if kind == ChangeKind::ModeChanged {
-        out.files.push(FileDiff {
-            path,
-            old_path,
-            kind,
-            hunks: Vec::new(),
-            additions: 0,
-            deletions: 0,
-            new_lines: Vec::new(),
-        });
-        return Ok(());
-    }
-    for side in [&old, &new].into_iter().flatten() {
-        if !repo.has_object(side.id) {
-            out.skipped.push(skip(
-                SkipReason::MissingObject,
-                format!(
-                    "blob {} is not in the local object database (partial clone?)",
-                    side.id
-                ),
-            ));
-            return Ok(());
-        }
-    }
-    // Sizes first, from object headers, so a huge blob is never loaded.
-    for side in [&old, &new].into_iter().flatten() {
-        let size = repo
-            .find_header(side.id)
-            .map_err(|e| read_error(format!("blob {}", side.id), e))?
-            .size();
-        if size > options.max_file_bytes {
-            out.skipped.push(skip(
-                SkipReason::TooLarge,
-                format!(
-                    "{} bytes is over the {}-byte limit",
-                    size, options.max_file_bytes
-                ),
-            ));
-            return Ok(());
-        }
-    }
-    let load = |side: &Option<Side>| -> Result<Vec<u8>, RepoError> {
-        match side {
-            Some(s) => Ok(repo
-                .find_blob(s.id)
-                .map_err(|e| read_error(format!("blob {}", s.id), e))?
-                .detach()
-                .data),
-            None => Ok(Vec::new()),
-        }
-    };
-    let (old_bytes, new_bytes) = (load(&old)?, load(&new)?);
-    for bytes in [&old_bytes, &new_bytes] {
-        if is_binary(bytes) {
-            out.skipped.push(skip(
-                SkipReason::Binary,
-                "NUL byte in the first 8000 bytes".into(),
-            ));
-            return Ok(());
-        }
-    }
-    let (Ok(old_text), Ok(new_text)) = (
-        std::str::from_utf8(&old_bytes),
-        std::str::from_utf8(&new_bytes),
-    ) else {
-        out.skipped.push(skip(
-            SkipReason::NotUtf8,
-            "the content is not valid UTF-8".into(),
-        ));
-        return Ok(());
-    };
-    let (hunks, additions, deletions) = line_diff(old_text, new_text, options.context_lines);
-    let new_lines = if new.is_some() {
-        split_lines(new_text).map(|(l, _)| l.to_owned()).collect()
-    } else {
-        Vec::new()
-    };
-    out.files.push(FileDiff {
-        path,
+    let mut file = FileDiff {
+        path: path.clone(),
         old_path,
         kind,
-        hunks,
-        additions,
-        deletions,
-        new_lines,
-    });
+        hunks: Vec::new(),
+        additions: 0,
+        deletions: 0,
+        new_lines: Vec::new(),
+    };
+    if kind == ChangeKind::ModeChanged {
+        out.files.push(file);
+        return Ok(());
+    }
+
+    // The new side decides whether there is anything to review.
+    let new_text = match &new {
+        None => None,
+        Some(side) => match read_text(repo, side, options)? {
+            Ok(text) => Some(text),
+            Err((reason, detail)) => {
+                out.skipped.push(SkippedFile {
+                    path,
+                    reason,
+                    detail,
+                });
+                return Ok(());
+            }
+        },
+    };
+    // An old side that is not readable text — a symlink or submodule replaced by a file, a
+    // binary or oversized or non-UTF-8 file rewritten as text, a blob missing from a partial
+    // clone — must not hide the new code: it is then diffed against nothing, so every new
+    // line counts as added. (A deletion of such a file has nothing to review either way.)
+    let old_text = match &old {
+        None => String::new(),
+        Some(side) => match read_text(repo, side, options)? {
+            Ok(text) => text,
+            Err(_) if new_text.is_some() => String::new(),
+            Err(_) => {
+                out.files.push(file);
+                return Ok(());
+            }
+        },
+    };
+    let new_text = new_text.unwrap_or_default();
+    let (hunks, additions, deletions) = line_diff(&old_text, &new_text, options.context_lines);
+    file.hunks = hunks;
+    file.additions = additions;
+    file.deletions = deletions;
+    if new.is_some() {
+        file.new_lines = split_lines(&new_text).map(|(l, _)| l.to_owned()).collect();
+    }
+    out.files.push(file);
     Ok(())
+}
+
+/// One side's content as text, or why it cannot be reviewed as text. Checks cheap facts
+/// first (entry kind, presence, size from the object header) so a huge blob is never loaded.
+///
+/// # Errors
+/// [`RepoError::Read`] when a present object cannot be read.
+fn read_text(
+    repo: &gix::Repository,
+    side: &Side,
+    options: &DiffOptions,
+) -> Result<Result<String, (SkipReason, String)>, RepoError> {
+    match side.kind {
+        EntryKind::Commit => {
+            let detail = format!("submodule pinned at {}", side.id);
+            return Ok(Err((SkipReason::Submodule, detail)));
+        }
+        EntryKind::Link => {
+            return Ok(Err((
+                SkipReason::Symlink,
+                "links are never followed".into(),
+            )));
+        }
+        _ => {}
+    }
+    if !repo.has_object(side.id) {
+        let detail = format!(
+            "blob {} is not in the local object database (partial clone?)",
+            side.id
+        );
+        return Ok(Err((SkipReason::MissingObject, detail)));
+    }
+    let size = repo
+        .find_header(side.id)
+        .map_err(|e| read_error(format!("blob {}", side.id), e))?
+        .size();
+    if size > options.max_file_bytes {
+        let detail = format!(
+            "{size} bytes is over the {}-byte limit",
+            options.max_file_bytes
+        );
+        return Ok(Err((SkipReason::TooLarge, detail)));
+    }
+    let bytes = repo
+        .find_blob(side.id)
+        .map_err(|e| read_error(format!("blob {}", side.id), e))?
+        .detach()
+        .data;
+    if is_binary(&bytes) {
+        let detail = "NUL byte in the first 8000 bytes".to_owned();
+        return Ok(Err((SkipReason::Binary, detail)));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Ok(text)),
+        Err(_) => Ok(Err((
+            SkipReason::NotUtf8,
+            "the content is not valid UTF-8".into(),
+        ))),
+    }
 }
 
 /// Mark added lines whose text (terminator aside) is also removed in the same hunk: they were
@@ -484,13 +488,13 @@ fn strip_terminator(line: &str) -> (&str, bool) {
 /// Line diff of two texts into unified hunks with `context` lines; returns (hunks, added, removed).
 ///
 /// Myers with git's heuristics and the indent-based slider placement: git's default algorithm,
-/// so the hunks are the ones GitLab shows on the merge request. (imara-diff's histogram gives
-/// non-minimal diffs on some inputs, re-adding lines the merge request kept.)
+/// so the hunks are the ones GitLab shows on the merge request. (gitoxide's imara-diff fork, through
+/// `gix::diff::blob`: imara-diff 0.2 gave non-minimal diffs on repeated lines.)
 fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
     let input = InternedInput::new(old, new);
-    let mut diff = imara_diff::Diff::compute(Algorithm::Myers, &input);
+    let mut diff = gix::diff::blob::Diff::compute(Algorithm::Myers, &input);
     diff.postprocess_lines(&input);
-    let changes: Vec<imara_diff::Hunk> = diff.hunks().collect();
+    let changes: Vec<gix::diff::blob::Hunk> = diff.hunks().collect();
     let (additions, deletions) = (diff.count_additions(), diff.count_removals());
     if changes.is_empty() {
         return (Vec::new(), 0, 0);
@@ -500,7 +504,7 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
     let (old_len, new_len) = (old_lines.len() as u32, new_lines.len() as u32);
 
     // Group changes whose context would touch or overlap, as git does.
-    let mut groups: Vec<Vec<imara_diff::Hunk>> = Vec::new();
+    let mut groups: Vec<Vec<gix::diff::blob::Hunk>> = Vec::new();
     for change in changes {
         match groups.last_mut() {
             Some(group)

@@ -80,14 +80,14 @@ impl<'a> Emitter<'a> {
         &mut self,
         base_sha: String,
         head_sha: String,
-        base_ref: String,
-        head_ref: String,
+        base_ref: Option<String>,
+        head_ref: Option<String>,
     ) {
         self.context(ContextItem::Revisions(RevisionsContext {
             base_sha,
             head_sha,
-            base_ref: Some(base_ref),
-            head_ref: Some(head_ref),
+            base_ref,
+            head_ref,
         }));
     }
 

@@ -205,10 +205,10 @@ fn a_request_without_findings_still_ends_with_run_completed() {
     );
 }
 
-// BUG: `RevisionsContext::base_ref`/`head_ref` are documented (src/protocol/event.rs) as "the
+// Regression: `RevisionsContext::base_ref`/`head_ref` are documented (src/protocol/event.rs) as "the
 // base/head as the user named it (branch, tag, `HEAD~2`), when not a SHA", but a review given
 // full SHAs reports the SHAs again as `baseRef`/`headRef` (src/review.rs passes `spec` through
-// unconditionally). Either the field docs or the pipeline should change.
+// unconditionally); the pipeline now leaves them out.
 #[test]
 fn refs_are_left_out_when_revisions_are_given_as_shas() {
     let repo = fixture();
@@ -234,10 +234,10 @@ fn refs_are_left_out_when_revisions_are_given_as_shas() {
     );
 }
 
-// BUG: the `diff` context disagrees with `git diff --shortstat` on a file with repeated lines:
+// Regression: the `diff` context disagreed with `git diff --shortstat` on a file with repeated lines:
 // base `    pass` ×2, head `def f():` / `    {` / `    pass` / `    {` / `    {`. git counts
-// 4 insertions and 1 deletion (it keeps one `    pass`); we report 5 additions and 2
-// deletions, because imara-diff's Myers (src/repo/diff.rs `line_diff`) finds no common line.
+// 4 insertions and 1 deletion (it keeps one `    pass`); we reported 5 additions and 2
+// deletions, because imara-diff 0.2's Myers found no common line.
 // Library-level repro: repo_diff.rs `line_diff_is_as_small_as_gits`.
 #[test]
 fn diff_context_counts_like_git_with_repeated_lines() {

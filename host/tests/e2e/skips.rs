@@ -209,12 +209,13 @@ fn a_single_star_does_not_cross_directories() {
     assert_accounted_for(&repo, &run);
 }
 
-// BUG: a symlink or a submodule replaced by a regular file in the merge request is skipped as
+// Regression: a symlink or a submodule replaced by a regular file in the merge request is skipped as
 // `symlink` / `submodule` ("links are never followed"), so the new file's code is never
 // reviewed — an easy way to slip code past the rules. git treats such a type change as a
 // deletion plus a new file whose every line is added (`git diff` prints `deleted file mode
 // 120000` / `new file mode 100644`), and nothing is followed when the new side is a regular
-// file. Cause: src/repo/diff.rs `file_change` skips when *either* side is a link or a gitlink.
+// file. (The cause was src/repo/diff.rs `file_change` skipping when *either* side was a link
+// or a gitlink; now the new side decides.)
 #[test]
 fn a_link_or_submodule_replaced_by_a_file_is_reviewed() {
     let mut repo = TestRepo::new();
