@@ -13,6 +13,7 @@ mod kept_lines;
 mod line_endings;
 mod merge_base;
 mod multi_language;
+mod partial_clone;
 mod rebase;
 mod renames;
 mod rule_sources;
