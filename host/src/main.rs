@@ -167,13 +167,12 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         Format::Sarif => Some(pretty(&report::sarif::render(&input))),
         Format::Rdjson => Some(pretty(&report::rdjson::render(&input))),
     };
-    if let Some(text) = rendered {
-        if let Err(e) = stdout
+    if let Some(text) = rendered
+        && let Err(e) = stdout
             .write_all(text.as_bytes())
             .and_then(|_| stdout.flush())
-        {
-            write_failed.get_or_insert(e);
-        }
+    {
+        write_failed.get_or_insert(e);
     }
     if let Some(e) = write_failed {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
