@@ -53,9 +53,13 @@ struct ReviewArgs {
     /// Do not load the repository's own `.review-agent/rules/` (read at the base revision).
     #[arg(long)]
     no_repository_rules: bool,
-    /// Only review files matching these globs (`src/**/*.py`; `*` stays within a directory).
-    #[arg(long, num_args = 1..)]
+    /// Only review these files: directories (`src`), files, or globs (`src/**/*.py`; a glob
+    /// without `/` such as `*.java` matches file names at any depth). Space- or comma-separated.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
     paths: Vec<String>,
+    /// Never review these files (same syntax as --paths), e.g. `--exclude test fixtures '*.min.js'`.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    exclude: Vec<String>,
     /// Drop findings below this confidence.
     #[arg(long, value_enum, default_value = "medium")]
     min_confidence: ConfidenceArg,
@@ -117,11 +121,12 @@ fn review_command(args: ReviewArgs) -> ExitCode {
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
     if let Some(dirs) = directories::ProjectDirs::from("", "", TOOL_NAME) {
-        options.rules_dirs.push(dirs.config_dir().join("rules"));
+        options.user_rules_dir = Some(dirs.config_dir().join("rules"));
     }
     options.rules_dirs.extend(args.rules_dirs.iter().cloned());
     options.repository_rules = !args.no_repository_rules;
     options.paths = args.paths.clone();
+    options.exclude_paths = args.exclude.clone();
     options.min_confidence = match args.min_confidence {
         ConfidenceArg::Low => Confidence::Low,
         ConfidenceArg::Medium => Confidence::Medium,

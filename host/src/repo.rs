@@ -71,8 +71,10 @@ impl From<RepoError> for GatewayError {
             RepoError::RevisionMissing { .. } => GatewayError::new(
                 codes::REPOSITORY_REVISION_MISSING,
                 message,
-                "Run `git fetch` in the local repository (the commit may not have been fetched yet), \
-                 then retry; check the spelling of branch and tag names.",
+                "Run `git fetch` in the local repository (the commit may not have been fetched yet; \
+                 in a shallow clone, `git fetch --unshallow`, or in CI a full-depth checkout such as \
+                 `fetch-depth: 0` / `GIT_DEPTH: 0`), then retry; check the spelling of branch and \
+                 tag names.",
             ),
             RepoError::InvalidRevision { .. } => GatewayError::new(
                 codes::REQUEST_INVALID,
@@ -188,15 +190,28 @@ impl Repository {
                 reason: "it starts with '-'",
             });
         }
+        if spec.contains("..") {
+            return Err(RepoError::InvalidRevision {
+                spec: spec.into(),
+                reason: "it is a range; give the base with --base and the head with --head",
+            });
+        }
         if spec.contains('\0') {
             return Err(RepoError::InvalidRevision {
                 spec: spec.into(),
                 reason: "it contains a NUL byte",
             });
         }
-        let missing = |e: &dyn std::fmt::Display| RepoError::RevisionMissing {
-            spec: spec.into(),
-            message: e.to_string(),
+        let missing = |e: &dyn std::fmt::Display| {
+            let shallow = self.repo.is_shallow().unwrap_or(false);
+            RepoError::RevisionMissing {
+                spec: spec.into(),
+                message: if shallow {
+                    format!("{e} (this is a shallow clone: older history is not local)")
+                } else {
+                    e.to_string()
+                },
+            }
         };
         let id = self.repo.rev_parse_single(spec).map_err(|e| missing(&e))?;
         let object = id.object().map_err(|e| missing(&e))?;

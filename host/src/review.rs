@@ -38,6 +38,10 @@ pub use events::{Emitter, new_id};
 const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are local (for a \
      partial clone, `git fetch --refetch`), then review again.";
 
+/// What to do when a review ends up looking at no file.
+const NOTHING_REVIEWED_REMEDIATION: &str = "Check --base/--head (the diff is merge-base..head) \
+     and --paths/--exclude; `git diff --stat BASE...HEAD` shows what changed.";
+
 /// Where the repository keeps its own rule sets, read at the base revision.
 pub const REPOSITORY_RULES_DIR: &str = ".review-agent/rules";
 
@@ -52,14 +56,20 @@ pub struct ReviewOptions {
     pub head: String,
     /// Rule-set ids to run; `None` runs every loaded rule set.
     pub rule_set_ids: Option<Vec<String>>,
-    /// Directories of user rule sets (`*.toml`), loaded in order after the built-in sets; a
-    /// missing directory is ignored. The CLI passes the config dir's `rules/`, then `--rules-dir`.
+    /// The user's config directory of rule sets (`<config dir>/rules`), loaded after the
+    /// built-in sets when it exists; a missing one is fine.
+    pub user_rules_dir: Option<PathBuf>,
+    /// Directories of rule sets (`*.toml`) named explicitly (`--rules-dir`), loaded in order
+    /// after the user's; each must exist (a typo must not silently drop a team's rules).
     pub rules_dirs: Vec<PathBuf>,
     /// Load the repository's own `.review-agent/rules/*.toml` at the base revision. Default true.
     pub repository_rules: bool,
-    /// Only review files whose new-side path matches one of these globs (`*` stays within a
-    /// directory, `**` crosses directories; a plain path matches itself). Empty = all files.
+    /// Only review files matching one of these (empty = all files). See [`PathScope`] for the
+    /// syntax: globs, plain files and directories.
     pub paths: Vec<String>,
+    /// Never review files matching one of these (same syntax as `paths`); they are listed as
+    /// `out_of_scope`.
+    pub exclude_paths: Vec<String>,
     /// Drop findings below this confidence (draft §8 `minConfidence`). Default `medium`.
     pub min_confidence: Confidence,
     /// Diff limits (file size cap, context lines, rename detection).
@@ -76,9 +86,11 @@ impl ReviewOptions {
             base: base.into(),
             head: head.into(),
             rule_set_ids: None,
+            user_rules_dir: None,
             rules_dirs: Vec::new(),
             repository_rules: true,
             paths: Vec::new(),
+            exclude_paths: Vec::new(),
             min_confidence: Confidence::Medium,
             diff: DiffOptions::default(),
             request_id: None,
@@ -168,7 +180,20 @@ fn pipeline(
     );
 
     let mut catalog = Catalog::builtin();
+    if let Some(dir) = &options.user_rules_dir {
+        catalog.load_dir(dir)?;
+    }
     for dir in &options.rules_dirs {
+        if !dir.is_dir() {
+            return Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!(
+                    "rules directory {} does not exist or is not a directory",
+                    dir.display()
+                ),
+                "Check the --rules-dir path; it must be a directory of rule-set *.toml files.",
+            ));
+        }
         catalog.load_dir(dir)?;
     }
     if options.repository_rules {
@@ -194,7 +219,7 @@ fn pipeline(
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let rule_set_version = selection.version();
     emitter.rule_sets(&selection);
-    let scope = path_scope(&options.paths)?;
+    let scope = PathScope::new(&options.paths, &options.exclude_paths)?;
 
     // --- diff
     emitter.stage(Stage::Diff);
@@ -211,7 +236,16 @@ fn pipeline(
         );
     }
     let mut skipped: Vec<Skipped> = Vec::new();
+    let out_of_scope = |path: &str| Skipped {
+        path: path.to_owned(),
+        reason: "out_of_scope",
+        detail: "not matched by the requested paths, or excluded".into(),
+    };
     for file in &diff.skipped {
+        if !scope.contains(&file.path) {
+            skipped.push(out_of_scope(&file.path));
+            continue;
+        }
         let remediation =
             (file.reason == SkipReason::MissingObject).then(|| FETCH_REMEDIATION.to_owned());
         emitter.warning(
@@ -228,27 +262,53 @@ fn pipeline(
     }
     let mut in_scope = Vec::new();
     for file in &diff.files {
-        if file.kind == ChangeKind::Deleted {
+        if !scope.contains(&file.path) {
+            skipped.push(out_of_scope(&file.path));
+        } else if file.kind == ChangeKind::Deleted {
             skipped.push(Skipped {
                 path: file.path.clone(),
                 reason: "deleted",
                 detail: "nothing on the new side to review".into(),
             });
-        } else if !scope.as_ref().is_none_or(|s| s.is_match(&file.path)) {
-            skipped.push(Skipped {
-                path: file.path.clone(),
-                reason: "out_of_scope",
-                detail: "not matched by the requested paths".into(),
-            });
         } else {
             in_scope.push(file);
         }
+    }
+    let changed = diff.files.len() + diff.skipped.len();
+    if in_scope.is_empty() {
+        let (code, message) = if changed == 0 {
+            (
+                "review.empty_range",
+                format!(
+                    "nothing to review: `{}` and `{}` have no changes between them (merge base {})",
+                    base.spec,
+                    head.spec,
+                    short(&merge_base.to_string())
+                ),
+            )
+        } else if !scope.is_everything() && skipped.iter().all(|s| s.reason == "out_of_scope") {
+            (
+                "review.no_file_in_scope",
+                format!("none of the {changed} changed files matches the requested paths"),
+            )
+        } else {
+            (
+                "review.nothing_reviewed",
+                format!("none of the {changed} changed files could be reviewed (see skippedFiles)"),
+            )
+        };
+        emitter.warning(
+            code,
+            message,
+            None,
+            Some(NOTHING_REVIEWED_REMEDIATION.into()),
+        );
     }
     let (additions, deletions) = diff
         .files
         .iter()
         .fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions));
-    emitter.diff_context(diff.files.len() + diff.skipped.len(), additions, deletions);
+    emitter.diff_context(changed, additions, deletions);
 
     // --- rules: candidate findings on added lines.
     emitter.stage(Stage::Rules);
@@ -367,30 +427,79 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-/// Compile `--paths` / `filePaths` globs; `None` when there are none.
-fn path_scope(globs: &[String]) -> Result<Option<GlobSet>, GatewayError> {
-    if globs.is_empty() {
+/// Which changed files a review looks at: `--paths`/`filePaths` (include) minus `--exclude`.
+///
+/// Each entry is repository-relative (a leading `./` and a trailing `/` are ignored):
+/// - a glob containing `/` matches the whole path (`src/**/*.py`; `*` stays within one
+///   directory, `**` crosses directories);
+/// - a glob without `/` matches the file name at any depth (`*.java`), as in `.gitignore` and
+///   in rule files;
+/// - a plain path matches that file, or everything under it when it is a directory (`src`).
+#[derive(Debug)]
+pub struct PathScope {
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+}
+
+impl PathScope {
+    /// Compile the include and exclude lists; empty `include` means every file.
+    ///
+    /// # Errors
+    /// `request.invalid` naming the first entry that is empty or not a valid glob.
+    pub fn new(include: &[String], exclude: &[String]) -> Result<PathScope, GatewayError> {
+        Ok(PathScope {
+            include: compile_scope(include)?,
+            exclude: compile_scope(exclude)?,
+        })
+    }
+
+    /// Whether the file at this repository-relative path is reviewed.
+    pub fn contains(&self, path: &str) -> bool {
+        self.include.as_ref().is_none_or(|set| set.is_match(path))
+            && !self.exclude.as_ref().is_some_and(|set| set.is_match(path))
+    }
+
+    /// Whether no include or exclude list was given.
+    pub fn is_everything(&self) -> bool {
+        self.include.is_none() && self.exclude.is_none()
+    }
+}
+
+fn compile_scope(entries: &[String]) -> Result<Option<GlobSet>, GatewayError> {
+    if entries.is_empty() {
         return Ok(None);
     }
-    let mut builder = GlobSetBuilder::new();
-    for glob in globs {
-        let compiled = GlobBuilder::new(glob)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| {
-                GatewayError::new(
-                    codes::REQUEST_INVALID,
-                    format!("path glob `{glob}` is invalid: {e}"),
-                    "Use globs such as `src/**/*.py` or plain repository-relative paths.",
-                )
-            })?;
-        builder.add(compiled);
-    }
-    builder.build().map(Some).map_err(|e| {
+    let invalid = |entry: &str, why: String| {
         GatewayError::new(
             codes::REQUEST_INVALID,
-            format!("path globs are invalid: {e}"),
-            "Check the --paths globs.",
+            format!("path `{entry}` is invalid: {why}"),
+            "Use repository-relative paths or globs: `src`, `src/app.py`, `src/**/*.py`, `*.java`.",
         )
-    })
+    };
+    let mut builder = GlobSetBuilder::new();
+    for entry in entries {
+        let trimmed = entry.trim();
+        let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+        let trimmed = trimmed.trim_end_matches('/');
+        if trimmed.is_empty() {
+            return Err(invalid(entry, "it is empty".into()));
+        }
+        let is_glob = trimmed.contains(['*', '?', '[', '{']);
+        let patterns = match (is_glob, trimmed.contains('/')) {
+            (true, true) => vec![trimmed.to_owned()],
+            (true, false) => vec![format!("**/{trimmed}")],
+            (false, _) => vec![trimmed.to_owned(), format!("{trimmed}/**")],
+        };
+        for pattern in patterns {
+            let glob = GlobBuilder::new(&pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| invalid(entry, e.kind().to_string()))?;
+            builder.add(glob);
+        }
+    }
+    builder
+        .build()
+        .map(Some)
+        .map_err(|e| invalid(&entries.join(", "), e.to_string()))
 }

@@ -9,6 +9,7 @@ mod errors;
 mod events;
 mod exit_codes;
 mod formats;
+mod guards;
 mod kept_lines;
 mod line_endings;
 mod merge_base;

@@ -185,13 +185,48 @@ fn files_outside_paths_are_out_of_scope() {
             run.describe()
         );
         assert_eq!(run.reviewed(), ["src/app.py"], "{paths:?}");
+        // Out of scope wins over every other reason: files outside --paths are neither
+        // warned about nor read.
+        let mut expected: Vec<(String, String)> = DIFF_SKIPS
+            .iter()
+            .map(|(p, _)| (p.to_string(), "out_of_scope".to_owned()))
+            .chain([
+                ("docs/notes.py".to_owned(), "out_of_scope".to_owned()),
+                // A deleted file inside the scope is `deleted`; outside it, out of scope.
+                (
+                    "src/gone.py".to_owned(),
+                    if paths[1] == "src/app.py" {
+                        "out_of_scope"
+                    } else {
+                        "deleted"
+                    }
+                    .to_owned(),
+                ),
+            ])
+            .collect();
+        expected.sort();
+        assert_eq!(run.skipped(), expected, "{paths:?}\n{}", run.describe());
+        assert_eq!(run.warnings(), [], "{paths:?}\n{}", run.describe());
+        assert_accounted_for(&repo, &run);
+    }
+}
+
+#[test]
+fn directories_plain_paths_and_excludes_scope_the_review() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let repo = fixture(outside.path());
+    for args in [
+        &["--paths", "src"][..],
+        &["--paths", "./src/"],
+        &["--paths", "src/app.py,docs/missing.py"],
+        &["--paths", "src", "docs", "--exclude", "docs"],
+        &["--exclude", "docs,assets,data,legacy,links,vendor"],
+    ] {
+        let run = review(&repo, args);
         assert_eq!(
-            run.skipped(),
-            expected_skips(&[
-                ("docs/notes.py", "out_of_scope"),
-                ("src/gone.py", "deleted"),
-            ]),
-            "{paths:?}\n{}",
+            run.reviewed(),
+            ["src/app.py"],
+            "{args:?}\n{}",
             run.describe()
         );
         assert_accounted_for(&repo, &run);
@@ -199,13 +234,32 @@ fn files_outside_paths_are_out_of_scope() {
 }
 
 #[test]
-fn a_single_star_does_not_cross_directories() {
+fn a_scope_that_matches_nothing_warns() {
     let outside = tempfile::tempdir().expect("temp dir");
     let repo = fixture(outside.path());
-    let run = review(&repo, &["--paths", "*.py"]);
+    let run = review(&repo, &["--paths", "nowhere"]);
     run.assert_code(0);
-    assert_eq!(run.found(), found(&[]), "{}", run.describe());
-    assert_eq!(run.reviewed(), Vec::<String>::new());
+    let codes: Vec<String> = run.warnings().into_iter().map(|w| w.code).collect();
+    assert_eq!(codes, ["review.no_file_in_scope"], "{}", run.describe());
+}
+
+#[test]
+fn a_glob_without_slash_matches_file_names_at_any_depth() {
+    let outside = tempfile::tempdir().expect("temp dir");
+    let repo = fixture(outside.path());
+    // As in .gitignore and in rule files; `src/*.py` (with a slash) stays in `src/`.
+    let run = review(&repo, &["--paths", "*.py"]);
+    run.assert_code(1);
+    assert_eq!(
+        run.reviewed(),
+        ["docs/notes.py", "src/app.py"],
+        "{}",
+        run.describe()
+    );
+    let run = review(&repo, &["--paths", "docs/*.py"]);
+    assert_eq!(run.reviewed(), ["docs/notes.py"], "{}", run.describe());
+    let run = review(&repo, &["--paths", "*/*/*.py"]);
+    assert_eq!(run.reviewed(), Vec::<String>::new(), "{}", run.describe());
     assert_accounted_for(&repo, &run);
 }
 
