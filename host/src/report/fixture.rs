@@ -8,7 +8,7 @@ use crate::protocol::{
 };
 
 /// Assigns envelope fields in order: `run_fixture`, seq from 1, one second apart.
-fn events(payloads: Vec<EventPayload>) -> Vec<AgentEvent> {
+pub(crate) fn events(payloads: Vec<EventPayload>) -> Vec<AgentEvent> {
     payloads
         .into_iter()
         .enumerate()

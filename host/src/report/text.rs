@@ -81,8 +81,13 @@ fn write_finding(out: &mut String, f: &ReviewFinding, p: Painter) -> fmt::Result
         source_name(f),
     );
     writeln!(out, "    {}", p.paint(Tone::Dim, &meta))?;
-    for line in clean_block(&f.content).lines() {
-        writeln!(out, "    {line}")?;
+    // Markdown emphasis is for rich clients; a terminal shows the words.
+    for line in clean_block(&f.content).replace("**", "").lines() {
+        if line.trim().is_empty() {
+            writeln!(out)?;
+        } else {
+            writeln!(out, "    {line}")?;
+        }
     }
     for e in &f.evidence {
         let mut at = format!("{}:{}", clean_line(&e.path), e.start_line);
@@ -147,12 +152,35 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
     let skipped = completed
         .and_then(|c| c.skipped_files.as_deref())
         .unwrap_or_default();
-    writeln!(
+    // Counts per reason, then the files worth a look: deletions and out-of-scope files are
+    // expected and only counted; the rest is listed up to a limit (json lists everything).
+    let mut by_reason: Vec<(&str, usize)> = Vec::new();
+    for s in skipped {
+        match by_reason.iter_mut().find(|(r, _)| *r == s.reason) {
+            Some((_, n)) => *n += 1,
+            None => by_reason.push((&s.reason, 1)),
+        }
+    }
+    let reasons: Vec<String> = by_reason
+        .iter()
+        .map(|(r, n)| format!("{n} {}", clean_line(r)))
+        .collect();
+    write!(
         out,
         "  skipped    {}",
         plural(skipped.len(), "file", "files")
     )?;
-    for s in skipped {
+    if reasons.is_empty() {
+        writeln!(out)?;
+    } else {
+        writeln!(out, ": {}", reasons.join(", "))?;
+    }
+    const MAX_LISTED: usize = 20;
+    let notable: Vec<_> = skipped
+        .iter()
+        .filter(|s| s.reason != "deleted" && s.reason != "out_of_scope")
+        .collect();
+    for s in notable.iter().take(MAX_LISTED) {
         write!(
             out,
             "{INDENT}{}: {}",
@@ -164,16 +192,35 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
         }
         writeln!(out)?;
     }
+    if notable.len() > MAX_LISTED {
+        writeln!(
+            out,
+            "{INDENT}... and {} more (--format json lists every file)",
+            notable.len() - MAX_LISTED
+        )?;
+    }
 
-    writeln!(out, "  warnings   {}", c.warnings.len())?;
-    for w in &c.warnings {
+    // A warning about a file already listed as skipped would say the same thing twice.
+    let is_listed_skip = |w: &crate::protocol::Warning| {
+        w.code.ends_with("_skipped")
+            && w.path
+                .as_deref()
+                .is_some_and(|p| skipped.iter().any(|s| s.path == p))
+    };
+    let repeated = c.warnings.iter().filter(|w| is_listed_skip(w)).count();
+    write!(out, "  warnings   {}", c.warnings.len())?;
+    if repeated > 0 {
+        write!(out, " ({repeated} about the skipped files above)")?;
+    }
+    writeln!(out)?;
+    for w in c.warnings.iter().filter(|w| !is_listed_skip(w)) {
         write!(
             out,
             "{INDENT}{}: {}",
             p.paint(Tone::Warning, &clean_line(&w.code)),
             clean_line(&w.message)
         )?;
-        if let Some(path) = &w.path {
+        if let Some(path) = w.path.as_deref().filter(|p| !w.message.contains(p)) {
             write!(out, " ({})", clean_line(path))?;
         }
         writeln!(out)?;
@@ -416,7 +463,7 @@ src/old.ts (1 finding)
 Summary
   findings   4: 1 critical, 1 high, 1 medium, 1 low
   reviewed   4 files
-  skipped    2 files
+  skipped    2 files: 1 binary, 1 too_large
              assets/logo.png: binary
              vendor/big.min.js: too_large (2.3 MiB > 1 MiB limit)
   warnings   1
@@ -490,5 +537,64 @@ Summary
             out.contains("    line\u{FFFD}]0;pwned\u{FFFD}\n    next\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn long_skip_lists_are_counted_and_cut() {
+        use crate::protocol::{RunCompleted, RunCreated, SkippedFile, Warning};
+        let mut payloads: Vec<crate::protocol::EventPayload> = vec![RunCreated::default().into()];
+        let mut skipped = Vec::new();
+        for i in 0..25 {
+            let path = format!("img/{i:02}.png");
+            payloads.push(
+                Warning {
+                    code: "diff.binary_skipped".into(),
+                    message: format!("{path} was not reviewed: NUL byte"),
+                    path: Some(path.clone()),
+                    remediation: None,
+                }
+                .into(),
+            );
+            skipped.push(SkippedFile {
+                path,
+                reason: "binary".into(),
+                detail: None,
+            });
+        }
+        for i in 0..3 {
+            let path = format!("old/{i}.py");
+            skipped.push(SkippedFile {
+                path,
+                reason: "deleted".into(),
+                detail: None,
+            });
+        }
+        payloads.push(
+            RunCompleted {
+                finding_count: Some(0),
+                reviewed_files: Some(vec![]),
+                skipped_files: Some(skipped),
+                ..RunCompleted::default()
+            }
+            .into(),
+        );
+        let events = fixture::events(payloads);
+        let out = render(&ReportInput::new(&events, "t", "0"), false);
+        assert!(
+            out.contains("  skipped    28 files: 25 binary, 3 deleted\n"),
+            "{out}"
+        );
+        assert!(out.contains("img/19.png: binary\n"), "{out}");
+        assert!(!out.contains("img/20.png"), "{out}");
+        assert!(!out.contains("old/0.py"), "{out}");
+        assert!(
+            out.contains("... and 5 more (--format json lists every file)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  warnings   25 (25 about the skipped files above)\n"),
+            "{out}"
+        );
+        assert!(!out.contains("NUL byte"), "{out}");
     }
 }
