@@ -29,6 +29,29 @@ enum Command {
     /// Review the changes between two revisions of a local repository with the built-in and
     /// user rule sets (no model, no daemon).
     Review(ReviewArgs),
+    /// Inspect the loaded rule sets.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// List every loaded rule: built-in, the config dir's `rules/`, and `--rules-dir`s. The ids
+    /// are what `--rules` (rule sets) and `review-agent: ignore <ruleId>` comments take.
+    List {
+        /// A directory of rule-set TOML files to load as well (repeatable).
+        #[arg(long = "rules-dir")]
+        rules_dirs: Vec<PathBuf>,
+        /// `text` (a table) or `json` (one object per rule).
+        #[arg(long, value_enum, default_value = "text")]
+        format: ListFormat,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ListFormat {
+    Text,
+    Json,
 }
 
 #[derive(clap::Args)]
@@ -114,15 +137,84 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Review(args) => review_command(args),
+        Command::Rules(RulesCommand::List { rules_dirs, format }) => {
+            rules_list(&rules_dirs, format)
+        }
+    }
+}
+
+fn user_rules_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", TOOL_NAME).map(|d| d.config_dir().join("rules"))
+}
+
+fn rules_list(rules_dirs: &[PathBuf], format: ListFormat) -> ExitCode {
+    let catalog = match review::load_catalog(user_rules_dir().as_deref(), rules_dirs) {
+        Ok(catalog) => catalog,
+        Err(error) => return fail(&error),
+    };
+    let mut out = String::new();
+    for set in catalog.sets() {
+        if let ListFormat::Text = format {
+            out.push_str(&format!(
+                "{}@{} ({}, {} {})\n",
+                set.id,
+                set.version,
+                set.public_origin(),
+                set.rules.len(),
+                if set.rules.len() == 1 {
+                    "rule"
+                } else {
+                    "rules"
+                }
+            ));
+        }
+        for rule in &set.rules {
+            let languages: Vec<&str> = rule.languages().iter().map(|l| l.as_str()).collect();
+            let severity = serde_json::to_value(rule.severity()).expect("severity serializes");
+            let confidence =
+                serde_json::to_value(rule.confidence()).expect("confidence serializes");
+            match format {
+                ListFormat::Text => out.push_str(&format!(
+                    "  {:<42} {:<8} {:<6} {}{}\n",
+                    rule.id(),
+                    severity.as_str().unwrap_or_default(),
+                    confidence.as_str().unwrap_or_default(),
+                    rule.title(),
+                    if languages.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{}]", languages.join(", "))
+                    },
+                )),
+                ListFormat::Json => {
+                    let line = serde_json::json!({
+                        "ruleSet": set.id, "ruleSetVersion": set.version, "id": rule.id(),
+                        "title": rule.title(), "category": rule.category(), "severity": severity,
+                        "confidence": confidence, "languages": languages, "paths": rule.paths(),
+                    });
+                    out.push_str(&format!("{line}\n"));
+                }
+            }
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error[internal.error]: cannot write to stdout: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
 fn review_command(args: ReviewArgs) -> ExitCode {
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
-    if let Some(dirs) = directories::ProjectDirs::from("", "", TOOL_NAME) {
-        options.user_rules_dir = Some(dirs.config_dir().join("rules"));
-    }
+    options.user_rules_dir = user_rules_dir();
     options.rules_dirs.extend(args.rules_dirs.iter().cloned());
     options.repository_rules = !args.no_repository_rules;
     options.paths = args.paths.clone();

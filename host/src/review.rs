@@ -179,23 +179,7 @@ fn pipeline(
         ref_name(&head),
     );
 
-    let mut catalog = Catalog::builtin();
-    if let Some(dir) = &options.user_rules_dir {
-        catalog.load_dir(dir)?;
-    }
-    for dir in &options.rules_dirs {
-        if !dir.is_dir() {
-            return Err(GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!(
-                    "rules directory {} does not exist or is not a directory",
-                    dir.display()
-                ),
-                "Check the --rules-dir path; it must be a directory of rule-set *.toml files.",
-            ));
-        }
-        catalog.load_dir(dir)?;
-    }
+    let mut catalog = load_catalog(options.user_rules_dir.as_deref(), &options.rules_dirs)?;
     if options.repository_rules {
         for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
             if !name.ends_with(".toml") {
@@ -425,6 +409,36 @@ fn ref_name(revision: &crate::repo::Revision) -> Option<String> {
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
+}
+
+/// The built-in rule sets plus the user's: `user_rules_dir` when it exists, then each of
+/// `rules_dirs`, which must exist (DESIGN §8; precedence in `rules`).
+///
+/// # Errors
+/// `request.invalid` for a `rules_dirs` entry that is not a directory; `rules.invalid` for a
+/// broken rule file (naming file and line).
+pub fn load_catalog(
+    user_rules_dir: Option<&std::path::Path>,
+    rules_dirs: &[PathBuf],
+) -> Result<Catalog, GatewayError> {
+    let mut catalog = Catalog::builtin();
+    if let Some(dir) = user_rules_dir {
+        catalog.load_dir(dir)?;
+    }
+    for dir in rules_dirs {
+        if !dir.is_dir() {
+            return Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!(
+                    "rules directory {} does not exist or is not a directory",
+                    dir.display()
+                ),
+                "Check the --rules-dir path; it must be a directory of rule-set *.toml files.",
+            ));
+        }
+        catalog.load_dir(dir)?;
+    }
+    Ok(catalog)
 }
 
 /// Which changed files a review looks at: `--paths`/`filePaths` (include) minus `--exclude`.

@@ -1,6 +1,6 @@
 //! Inputs that would make a review silently check less than the user asked for.
 
-use crate::support::TestRepo;
+use crate::support::{TestRepo, run_binary};
 
 fn small_repo() -> TestRepo {
     let mut repo = TestRepo::new();
@@ -49,4 +49,47 @@ fn a_range_given_as_base_is_explained() {
     let run = repo.review(&["--base", "main...feature"]);
     run.assert_error("request.invalid");
     assert!(run.stderr.contains("--head"), "{}", run.describe());
+}
+
+#[test]
+fn rules_list_shows_every_loaded_rule() {
+    let repo = small_repo();
+    let dir = repo.config_home().join("team-rules");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("team.toml"),
+        "id = \"team\"\nversion = \"2\"\n[[rules]]\nid = \"team.no-print\"\ntitle = \"print left in\"\n\
+         category = \"maintainability\"\nseverity = \"low\"\nconfidence = \"high\"\n\
+         languages = [\"python\"]\npattern = '''\\bprint\\('''\nmessage = \"Use logging.\"\n",
+    )
+    .expect("write rule file");
+    let dir = dir.to_str().expect("utf-8 temp path");
+    let json = run_binary(
+        &["rules", "list", "--rules-dir", dir, "--format", "json"],
+        repo.config_home(),
+    );
+    json.assert_code(0);
+    let rules: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect();
+    assert!(rules.len() > 15, "{}", json.describe());
+    let team: Vec<&serde_json::Value> = rules.iter().filter(|r| r["ruleSet"] == "team").collect();
+    assert_eq!(team.len(), 1);
+    assert_eq!(team[0]["id"], "team.no-print");
+    assert_eq!(team[0]["languages"], serde_json::json!(["python"]));
+    let text = run_binary(&["rules", "list", "--rules-dir", dir], repo.config_home());
+    for rule in &rules {
+        let id = rule["id"].as_str().expect("id");
+        assert!(
+            text.stdout.contains(id),
+            "{id} missing from the text listing"
+        );
+    }
+    assert!(
+        text.stdout.contains("team@2 (local:team.toml, 1 rule)"),
+        "{}",
+        text.describe()
+    );
 }
