@@ -93,3 +93,28 @@ fn rules_list_shows_every_loaded_rule() {
         text.describe()
     );
 }
+
+#[test]
+fn translation_catalogs_are_not_credentials() {
+    let mut repo = TestRepo::new();
+    repo.write("README.md", "app\n");
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    let line = "  \"FORGOT_PASSWORD\": \"忘記你的密碼？\",\n";
+    repo.write(
+        "frontend/src/assets/i18n/zh_TW.json",
+        format!("{{\n{line}}}\n"),
+    );
+    repo.write(
+        "config/app.json",
+        "{\n  \"db_password\": \"Tr0ub4dor&3x\",\n}\n",
+    );
+    repo.commit("head");
+    let run = repo.review(&["--base", "main", "--format", "json"]);
+    assert_eq!(
+        run.found(),
+        crate::support::found(&[("secrets.hardcoded-credential", "config/app.json", 2)]),
+        "{}",
+        run.describe()
+    );
+}
