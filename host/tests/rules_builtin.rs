@@ -79,6 +79,100 @@ fn builtin_set_is_versioned_and_complete() {
     }
 }
 
+/// `Catalog::builtin` compiles regexes on first use and does not run the examples; loading
+/// the same file as a user's rule file runs every check (regexes, `fix` templates, every
+/// `match`/`no_match`/`fix` example), so a broken built-in rule fails here.
+#[test]
+fn builtin_file_passes_every_check_of_a_user_file() {
+    let text = include_str!("../rules/security-default.toml");
+    let mut checked = Catalog::new();
+    checked
+        .add_source("security-default.toml", text)
+        .unwrap_or_else(|err| panic!("the built-in file fails a check: {err}"));
+    let checked = checked.get("security-default").expect("loaded");
+    let catalog = builtin();
+    let lazy = catalog.get("security-default").expect("built in");
+    assert_eq!(
+        (&lazy.version, &lazy.digest, &lazy.description),
+        (&checked.version, &checked.digest, &checked.description)
+    );
+    assert_eq!(lazy.rules.len(), checked.rules.len());
+    for (a, b) in lazy.rules.iter().zip(&checked.rules) {
+        let id = a.id();
+        assert_eq!(id, b.id());
+        assert_eq!(a.pattern(), b.pattern(), "{id}");
+        assert_eq!(a.not_pattern(), b.not_pattern(), "{id}");
+        assert_eq!(a.fix_template(), b.fix_template(), "{id}");
+        assert_eq!(a.examples(), b.examples(), "{id}");
+        assert_eq!(a.languages(), b.languages(), "{id}");
+        assert_eq!(a.paths(), b.paths(), "{id}");
+        assert_eq!(a.exclude_paths(), b.exclude_paths(), "{id}");
+        assert_eq!(a.line(), b.line(), "{id}");
+    }
+}
+
+/// A path of each language a built-in rule may be restricted to, for
+/// `every_example_behaves_through_the_selection`.
+const SAMPLE_PATHS: &[&str] = &[
+    "a.py",
+    "a.js",
+    "a.ts",
+    "a.go",
+    "A.java",
+    "A.kt",
+    "a.rs",
+    "a.rb",
+    "a.php",
+    "A.cs",
+    "a.sh",
+    "a.yml",
+    "a.properties",
+    "a.ini",
+    "a.vue",
+    "a.svelte",
+    "a.html",
+    ".env",
+    "Dockerfile",
+    "proj/settings.py",
+    "a.tf",
+    "a.txt",
+];
+
+/// Every example of every built-in rule, through the selection's fast path (prefilter, lazy
+/// regexes) on a file the rule applies to: `match` lines flagged by the rule, `no_match`
+/// lines not, `fix` pairs produced.
+#[test]
+fn every_example_behaves_through_the_selection() {
+    let catalog = builtin();
+    let selection = catalog.select(None).expect("select");
+    for rule in selection.rules() {
+        let id = rule.id();
+        let path = SAMPLE_PATHS
+            .iter()
+            .find(|p| rule.applies_to(p))
+            .unwrap_or_else(|| panic!("{id}: add a path it applies to to SAMPLE_PATHS"));
+        let flags = |line: &str| {
+            let fast = selection
+                .matching_rules(path, line)
+                .any(|(r, _)| r.id() == id);
+            let matcher = selection.file_matcher(path);
+            let per_file = matcher.matches(line).any(|(r, _)| r.id() == id);
+            assert_eq!(fast, per_file, "{id}: entry points disagree on {line:?}");
+            fast
+        };
+        let examples = rule.examples();
+        for line in &examples.matching {
+            assert!(flags(line), "{id} must flag {line:?} in {path}");
+        }
+        for line in &examples.not_matching {
+            assert!(!flags(line), "{id} must not flag {line:?} in {path}");
+        }
+        for (line, fixed) in &examples.fixes {
+            assert_eq!(rule.fix(line).as_deref(), Some(fixed.as_str()), "{id}");
+        }
+    }
+}
+
 #[test]
 fn builtin_covers_the_required_checks() {
     let catalog = builtin();

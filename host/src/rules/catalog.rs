@@ -1,37 +1,27 @@
 //! [`Catalog`] (the loaded rule sets, later sources replacing earlier ones by id) and
-//! [`Selection`] (the rule sets one review runs, with a `RegexSet` prefilter).
+//! [`Selection`] (the rule sets one review runs, with a literal prefilter).
 
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use regex::{RegexSet, RegexSetBuilder};
 use sha2::{Digest, Sha256};
 
 use super::error::RuleError;
-use super::file::{MAX_FILE_BYTES, REGEX_SIZE_LIMIT, RuleSet, RuleSource, parse_rule_set};
-use super::rule::{Rule, trim_eol};
+use super::file::{Checks, MAX_FILE_BYTES, RuleSet, RuleSource, parse_rule_set};
+use super::prefilter::Prefilter;
+use super::rule::{FilePath, Rule, trim_eol};
 
 /// The built-in rule files, embedded at compile time: `(file name, text)`.
-const BUILTIN_FILES: &[(&str, &str)] = &[(
+pub(super) const BUILTIN_FILES: &[(&str, &str)] = &[(
     "security-default.toml",
     include_str!("../../rules/security-default.toml"),
 )];
 
 /// Origin of the built-in rule sets.
 pub const BUILTIN_ORIGIN: &str = "builtin";
-
-/// Cap on the compiled size of a selection's prefilter `RegexSet`, in bytes. Over it, the
-/// selection runs every rule's own regex instead (same results, slower).
-const PREFILTER_SIZE_LIMIT: usize = 64 * 1024 * 1024;
-/// Lazy-DFA cache for the prefilter, in bytes: big enough that a few hundred patterns do not
-/// thrash it on ordinary source lines.
-const PREFILTER_DFA_LIMIT: usize = 16 * 1024 * 1024;
-/// How many compiled prefilters the process keeps for reuse by later selections of the same
-/// rules (compiling one for the built-in set takes tens of milliseconds).
-const PREFILTER_CACHE_ENTRIES: usize = 8;
 
 /// The loaded rule sets, in precedence order (first loaded first).
 ///
@@ -56,17 +46,22 @@ impl Catalog {
     /// A catalog holding the rule sets embedded in the binary (`security-default`), with
     /// origin `builtin`.
     ///
+    /// Cheap: the embedded files are parsed once per process, and their rules' regexes are
+    /// compiled only when a line first needs them (shared by every catalog of the process).
+    /// Their examples are not run here; the test suite loads every embedded file as a user
+    /// file would be, with every check.
+    ///
     /// # Panics
     /// Never at run time for a released binary: the embedded files are checked by the test
     /// suite (`rules_builtin` tests). A broken embedded file is a build defect and panics with
-    /// the parse error on first use.
+    /// the parse error on first use (a bad regex: when its rule first matches a line).
     pub fn builtin() -> Catalog {
         static BUILTIN: OnceLock<Vec<RuleSet>> = OnceLock::new();
         let sets = BUILTIN.get_or_init(|| {
             BUILTIN_FILES
                 .iter()
                 .map(|(_, text)| {
-                    let mut set = parse_rule_set(BUILTIN_ORIGIN, text)
+                    let mut set = parse_rule_set(BUILTIN_ORIGIN, text, Checks::Deferred)
                         .unwrap_or_else(|err| panic!("embedded rule file is invalid: {err}"));
                     set.source = RuleSource::Builtin;
                     set
@@ -133,7 +128,7 @@ impl Catalog {
                 });
             }
             let text = std::fs::read_to_string(path).map_err(|err| io_err(path, err))?;
-            let mut set = parse_rule_set(&origin, &text)?;
+            let mut set = parse_rule_set(&origin, &text, Checks::All)?;
             set.source = RuleSource::LocalFile {
                 file_name: path
                     .file_name()
@@ -165,7 +160,7 @@ impl Catalog {
     /// Any [`RuleError`] of the rule-file format (see the module documentation), naming
     /// `origin` and the 1-based line and column. On error the catalog is unchanged.
     pub fn add_source(&mut self, origin: &str, text: &str) -> Result<(), RuleError> {
-        let set = parse_rule_set(origin, text)?;
+        let set = parse_rule_set(origin, text, Checks::All)?;
         self.insert(set);
         Ok(())
     }
@@ -239,22 +234,23 @@ impl Catalog {
 
 /// The rule sets selected for one review, ready to match lines fast.
 ///
-/// Matching runs a `RegexSet` of every selected rule's `pattern` (Unicode word boundaries
-/// relaxed, so non-ASCII lines stay fast) once per line; only the rules it flags run their own
-/// regex (for the byte range and `not`) and their path check, so results are exactly those of
-/// [`Rule::find`]. The set is compiled on first match, not by [`Catalog::select`], and reused
-/// by later selections of the same rules in the process. Use [`Selection::matching_rules`]
-/// for single lines, or [`Selection::file_matcher`] once per file and
-/// [`FileMatcher::matches`] per line.
+/// Matching searches each line once for the literals of every selected rule (one
+/// Aho-Corasick automaton; a rule without usable literals is a candidate for every line);
+/// only the candidate rules run their own regex (for the byte range and `not`) and their path
+/// check, so results are exactly those of [`Rule::find`]. The automaton is built on first
+/// match, not by [`Catalog::select`], in under a millisecond. Use
+/// [`Selection::matching_rules`] for single lines, or [`Selection::file_matcher`] once per
+/// file and [`FileMatcher::matches`] per line.
 #[derive(Debug)]
 pub struct Selection<'a> {
     /// The selected rule sets, sorted by id. Informational: changing it after
     /// [`Catalog::select`] does not change which rules run or the version.
     pub sets: Vec<&'a RuleSet>,
     // Invariant: `rules` is the concatenation of the selected sets' rules, in order, with
-    // unique ids; once built, `prefilter` pattern `i` matches every line `rules[i]` matches.
+    // unique ids; once built, `prefilter` has rule `i` among the candidates of every line
+    // `rules[i]` matches.
     rules: Vec<&'a Rule>,
-    prefilter: OnceLock<Option<RegexSet>>,
+    prefilter: OnceLock<Prefilter>,
     version: String,
     fingerprint: String,
 }
@@ -333,7 +329,7 @@ impl<'a> Selection<'a> {
     /// The rules that flag this `line` of the file at `path` (repository-relative), with the
     /// byte range of each match, in [`Selection::rules`] order.
     ///
-    /// Fast path: one prefilter pass over the line; only rules whose pattern matched are
+    /// Fast path: one prefilter pass over the line; only rules whose literals occur in it are
     /// checked for path applicability ([`Rule::applies_to`]) and `not`. Inline suppressions
     /// are not applied: check [`super::is_suppressed`] for each result.
     pub fn matching_rules<'s>(
@@ -353,7 +349,12 @@ impl<'a> Selection<'a> {
     /// A matcher for every line of one file: decides once which rules apply to `path`, then
     /// [`FileMatcher::matches`] checks lines against those only.
     pub fn file_matcher(&self, path: &str) -> FileMatcher<'_> {
-        let applicable: Vec<bool> = self.rules.iter().map(|r| r.applies_to(path)).collect();
+        let file = FilePath::new(path);
+        let applicable: Vec<bool> = self
+            .rules
+            .iter()
+            .map(|r| r.applies_to_file(&file))
+            .collect();
         let any = applicable.contains(&true);
         FileMatcher {
             selection: self,
@@ -362,72 +363,16 @@ impl<'a> Selection<'a> {
         }
     }
 
-    /// The prefilter, compiled on first use (so a selection made only for its
-    /// [`Selection::version`] costs no regex compilation).
-    fn prefilter(&self) -> Option<&RegexSet> {
+    /// The prefilter, built on first use (so a selection made only for its
+    /// [`Selection::version`] derives no literals).
+    fn prefilter(&self) -> &Prefilter {
         self.prefilter
-            .get_or_init(|| build_prefilter(&self.rules))
-            .as_ref()
+            .get_or_init(|| Prefilter::new(self.rules.iter().map(|rule| rule.literals())))
     }
 
-    /// Indices of the rules whose pattern may match `line` (all of them without a prefilter).
+    /// Indices of the rules whose pattern may match `line`, ascending.
     fn candidates(&self, line: &str) -> impl Iterator<Item = usize> + use<> {
-        let count = self.rules.len();
-        let hits = self.prefilter().map(|set| set.matches(trim_eol(line)));
-        let upto = match &hits {
-            Some(hits) if !hits.matched_any() => 0,
-            _ => count,
-        };
-        (0..upto).filter(move |&i| hits.as_ref().is_none_or(|h| h.matched(i)))
-    }
-}
-
-/// Compiles (or reuses from the process-wide cache) the `RegexSet` over the rules' relaxed
-/// patterns; falls back to the rules' own patterns, then to no prefilter at all (matching
-/// rule by rule: same results, slower).
-fn build_prefilter(rules: &[&Rule]) -> Option<RegexSet> {
-    static CACHE: OnceLock<Mutex<HashMap<String, RegexSet>>> = OnceLock::new();
-    if rules.is_empty() {
-        return None;
-    }
-    let key = rules
-        .iter()
-        .map(|r| r.prefilter.as_str())
-        .collect::<Vec<_>>()
-        .join("\u{0}");
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
-    let cached = cache
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&key)
-        .cloned();
-    if cached.is_some() {
-        return cached;
-    }
-    let build = |patterns: Vec<&str>| {
-        RegexSetBuilder::new(patterns)
-            .size_limit(PREFILTER_SIZE_LIMIT.max(REGEX_SIZE_LIMIT))
-            .dfa_size_limit(PREFILTER_DFA_LIMIT)
-            .build()
-    };
-    let built = build(rules.iter().map(|r| r.prefilter.as_str()).collect())
-        .or_else(|_| build(rules.iter().map(|r| r.pattern()).collect()));
-    match built {
-        Ok(set) => {
-            let mut map = cache
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if map.len() >= PREFILTER_CACHE_ENTRIES {
-                map.clear();
-            }
-            map.insert(key, set.clone());
-            Some(set)
-        }
-        Err(err) => {
-            tracing::warn!(%err, "rule prefilter too large; matching rule by rule");
-            None
-        }
+        self.prefilter().candidates(trim_eol(line)).into_indices()
     }
 }
 
@@ -466,5 +411,204 @@ impl<'s> FileMatcher<'s> {
             let rule = self.selection.rules[i];
             rule.find(line).map(|range| (rule, range))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::file::{Checks, parse_rule_set};
+    use super::super::prefilter::Literals;
+    use super::{BUILTIN_FILES, Catalog};
+
+    /// Every embedded file passes every check a user's rule file gets (regexes, `fix`
+    /// templates, examples), which [`Catalog::builtin`] skips at run time.
+    #[test]
+    fn builtin_files_pass_every_check() {
+        for (name, text) in BUILTIN_FILES {
+            let checked = parse_rule_set(name, text, Checks::All)
+                .unwrap_or_else(|err| panic!("embedded {name} is invalid: {err}"));
+            let deferred = parse_rule_set(name, text, Checks::Deferred).expect("parses");
+            assert_eq!(checked.rules.len(), deferred.rules.len(), "{name}");
+            for (a, b) in checked.rules.iter().zip(&deferred.rules) {
+                assert_eq!(a.id(), b.id());
+                assert_eq!(a.pattern(), b.pattern());
+                assert_eq!(a.not_pattern(), b.not_pattern());
+                assert_eq!(a.examples(), b.examples());
+            }
+        }
+    }
+
+    #[test]
+    fn every_builtin_rule_has_literals() {
+        for rule in &Catalog::builtin().sets()[0].rules {
+            assert!(
+                matches!(rule.literals(), Literals::AnyOf(_)),
+                "{}: no literal found, so it runs its regex on every line",
+                rule.id()
+            );
+        }
+    }
+
+    /// A small deterministic pseudo-random generator (xorshift), so failures reproduce.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    /// Variants of `line` that may or may not still match: case flips, Unicode look-alikes
+    /// that case-insensitive patterns accept (`ſ` for `s`, the Kelvin sign for `k`), inserted
+    /// non-ASCII text, truncations.
+    fn mutations(line: &str, rng: &mut Rng, out: &mut Vec<String>) {
+        let chars: Vec<char> = line.chars().collect();
+        for _ in 0..12 {
+            let mut variant: String = chars
+                .iter()
+                .map(|&c| match (c, rng.below(4)) {
+                    ('s' | 'S', 0) => "\u{17F}".to_owned(),
+                    ('k' | 'K', 0) => "\u{212A}".to_owned(),
+                    (c, 1) if c.is_ascii_lowercase() => c.to_ascii_uppercase().to_string(),
+                    (c, 2) if c.is_ascii_uppercase() => c.to_ascii_lowercase().to_string(),
+                    (c, _) => c.to_string(),
+                })
+                .collect();
+            let mut at = rng.below(variant.len() + 1);
+            while !variant.is_char_boundary(at) {
+                at -= 1;
+            }
+            variant.insert_str(
+                at,
+                rng.pick(&["", "é", "中文", " ", "\u{1F600}", "ß", "\t"]),
+            );
+            out.push(variant);
+        }
+        for end in [chars.len() / 2, chars.len().saturating_sub(1)] {
+            out.push(chars[..end].iter().collect());
+            out.push(chars[chars.len() - end..].iter().collect());
+        }
+    }
+
+    /// The prefilter is a superset: for every built-in rule and every line of a large corpus
+    /// (every example of every rule, mutations of them, Unicode and random lines), the rule is
+    /// a candidate whenever [`super::Rule::find`] matches.
+    #[test]
+    fn prefilter_never_drops_a_line_a_rule_matches() {
+        let catalog = Catalog::builtin();
+        let selection = catalog.select(None).expect("select");
+        let rules: Vec<_> = selection.rules().collect();
+
+        let mut corpus: Vec<String> = Vec::new();
+        for rule in &rules {
+            let examples = rule.examples();
+            corpus.extend(examples.matching.iter().cloned());
+            corpus.extend(examples.not_matching.iter().cloned());
+            corpus.extend(examples.fixes.iter().map(|(line, _)| line.clone()));
+        }
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for line in corpus.clone() {
+            mutations(&line, &mut rng, &mut corpus);
+        }
+        corpus.extend(
+            [
+                "\u{17F}ecret = \"Sup3rS3cret!\"",
+                "PA\u{17F}\u{17F}WORD = \"hunter2hunter2\"",
+                "api_\u{212A}ey: \"abcdefghijklmnop\"",
+                "# 中文注释 password = \"Sup3rS3cret!\"",
+                "naïve façade = eval(userInput)",
+                "ＡＫＩＡＺ３ＭＳＪＶ４ＷＷＮＫＷＷ５ＦＧ",
+                "",
+                " ",
+                "\u{feff}password = 'x'",
+            ]
+            .map(str::to_owned),
+        );
+        // Random lines assembled from pieces of the patterns' vocabulary.
+        let pieces = [
+            "password",
+            "secret",
+            "token",
+            "api_key",
+            "=",
+            " = ",
+            ":",
+            "\"",
+            "'",
+            "`",
+            "(",
+            ")",
+            "eval",
+            "exec",
+            "select * from t where a = ",
+            "+",
+            "${x}",
+            "#{x}",
+            "%s",
+            "f\"",
+            "verify=False",
+            "true",
+            "false",
+            "subprocess.run",
+            "shell=True",
+            "os.system",
+            "AKIA",
+            "Z3MSJV4WWNKWW5FG",
+            "http://u:pw12345@db.internal",
+            "ſ",
+            "K",
+            "é",
+            " ",
+            "\t",
+            "yaml.load",
+            "pickle.loads",
+            ".innerHTML",
+            "DEBUG",
+            "$",
+            "{",
+            "}",
+            "x",
+            "0",
+            "-c",
+            "sh",
+            "Command::new",
+            ".arg",
+            "\"-c\"",
+            "Cipher.getInstance(\"AES\")",
+            "md5(",
+            "pwd",
+        ];
+        for _ in 0..5_000 {
+            let line: String = (0..1 + rng.below(10)).map(|_| rng.pick(&pieces)).collect();
+            corpus.push(line);
+        }
+
+        let prefilter = selection.prefilter();
+        let mut matched = 0;
+        for line in &corpus {
+            let candidates = prefilter.candidates(line);
+            for (i, rule) in rules.iter().enumerate() {
+                if rule.find(line).is_some() {
+                    matched += 1;
+                    assert!(
+                        candidates.contains(i),
+                        "prefilter drops {line:?}, which {} matches ({:?})",
+                        rule.id(),
+                        rule.literals()
+                    );
+                }
+            }
+        }
+        assert!(
+            matched > 1000,
+            "the corpus should exercise the rules: {matched} matches"
+        );
     }
 }

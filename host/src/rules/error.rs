@@ -213,19 +213,37 @@ impl From<RuleError> for GatewayError {
     }
 }
 
-/// 1-based line and column (in characters) of byte `offset` in `text`.
-///
-/// Offsets past the end or inside a character are clamped to the nearest earlier boundary.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
+/// The line starts of a text, to turn many byte offsets into positions without rescanning
+/// the text for each (a rule file has hundreds of values).
+pub(crate) struct LineIndex<'t> {
+    text: &'t str,
+    // Invariant: the byte offsets where lines start, ascending; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl<'t> LineIndex<'t> {
+    pub(crate) fn new(text: &'t str) -> LineIndex<'t> {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, starts }
     }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
+
+    /// 1-based line and column (in characters) of byte `offset` in the text.
+    ///
+    /// Offsets past the end or inside a character are clamped to the nearest earlier
+    /// boundary.
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        // At least one start (0) is at or before `offset`.
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let line_start = self.starts[line - 1];
+        let column = self.text[line_start..offset].chars().count() + 1;
+        (line, column)
+    }
 }
 
 #[cfg(test)]
@@ -234,13 +252,15 @@ mod tests {
 
     #[test]
     fn line_col_counts_from_one() {
-        let text = "a\nbc\n\u{e9}x";
-        assert_eq!(line_col(text, 0), (1, 1));
-        assert_eq!(line_col(text, 2), (2, 1));
-        assert_eq!(line_col(text, 3), (2, 2));
-        assert_eq!(line_col(text, 7), (3, 2)); // after the two-byte é
-        assert_eq!(line_col(text, 6), (3, 1)); // inside é: clamped
-        assert_eq!(line_col(text, 999), (3, 3));
+        let index = LineIndex::new("a\nbc\n\u{e9}x");
+        assert_eq!(index.line_col(0), (1, 1));
+        assert_eq!(index.line_col(2), (2, 1));
+        assert_eq!(index.line_col(3), (2, 2));
+        assert_eq!(index.line_col(7), (3, 2)); // after the two-byte é
+        assert_eq!(index.line_col(6), (3, 1)); // inside é: clamped
+        assert_eq!(index.line_col(999), (3, 3));
+        assert_eq!(LineIndex::new("").line_col(0), (1, 1));
+        assert_eq!(LineIndex::new("\n\n").line_col(2), (3, 1));
     }
 
     #[test]

@@ -3,17 +3,17 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
-use globset::{GlobBuilder, GlobSetBuilder};
-use regex::{Regex, RegexBuilder};
+use globset::GlobSetBuilder;
+use regex::Regex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
-use super::error::{RuleError, line_col};
+use super::error::{LineIndex, RuleError};
 use super::language::Language;
-use super::prefilter;
-use super::rule::{Examples, PathGlobs, Rule};
+use super::rule::{Examples, PathGlobs, Regexes, Rule, build_glob, build_regex};
 use crate::protocol::finding::{Confidence, Severity};
 
 /// Largest rule file accepted, in bytes.
@@ -122,7 +122,7 @@ struct RawRule {
     examples: Option<RawExamples>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawExamples {
     #[serde(rename = "match", default)]
@@ -135,15 +135,29 @@ struct RawExamples {
 
 // === parsing ===
 
-/// Where errors point: the origin and the text (for turning spans into lines).
+/// How much of a rule file [`parse_rule_set`] checks while loading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Checks {
+    /// Everything: regexes compiled (so a bad one is an error naming the file and line), the
+    /// `fix` template checked against the pattern's groups, the examples run. For every file a
+    /// user or repository provides.
+    All,
+    /// What building the rules needs (TOML shape, ids, versions, texts, regex lengths, empty
+    /// globs); regexes and globs are compiled on first use, the `fix` template and examples are
+    /// not checked. Only for the files embedded in the binary, which the test suite loads with
+    /// [`Checks::All`].
+    Deferred,
+}
+
+/// Where errors point: the origin and the text's lines (for turning spans into lines).
 struct Source<'t> {
     origin: &'t str,
-    text: &'t str,
+    lines: LineIndex<'t>,
 }
 
 impl Source<'_> {
     fn pos(&self, span: &Range<usize>) -> (usize, usize) {
-        line_col(self.text, span.start)
+        self.lines.line_col(span.start)
     }
 
     fn invalid(&self, span: &Range<usize>, message: impl Into<String>) -> RuleError {
@@ -159,7 +173,9 @@ impl Source<'_> {
 
 /// Parses and compiles one rule file.
 ///
-/// `origin` names the text in errors and in [`RuleSet::origin`].
+/// `origin` names the text in errors and in [`RuleSet::origin`]. With [`Checks::Deferred`] the
+/// errors of the skipped checks are not reported (a bad regex or glob panics on first use
+/// instead).
 ///
 /// # Errors
 /// [`RuleError::TooLarge`] over [`MAX_FILE_BYTES`]; [`RuleError::Parse`] for TOML syntax,
@@ -167,7 +183,11 @@ impl Source<'_> {
 /// [`RuleError::Regex`], [`RuleError::Glob`], [`RuleError::DuplicateRuleId`] and
 /// [`RuleError::Example`] for values that parse but are not allowed. All carry the origin and
 /// the 1-based line and column.
-pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
+pub(super) fn parse_rule_set(
+    origin: &str,
+    text: &str,
+    checks: Checks,
+) -> Result<RuleSet, RuleError> {
     let size = text.len() as u64;
     if size > MAX_FILE_BYTES {
         return Err(RuleError::TooLarge {
@@ -178,7 +198,10 @@ pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
     }
     // Editors on Windows like to start files with a byte-order mark; TOML does not allow one.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let src = Source { origin, text };
+    let src = Source {
+        origin,
+        lines: LineIndex::new(text),
+    };
     let raw: RawSet = toml::from_str(text).map_err(|err| {
         let (line, column) = err.span().map_or((1, 1), |span| src.pos(&span));
         RuleError::Parse {
@@ -204,9 +227,10 @@ pub fn parse_rule_set(origin: &str, text: &str) -> Result<RuleSet, RuleError> {
 
     let set_id = raw.id.into_inner();
     let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut globs = GlobCache::new();
     let mut rules = Vec::with_capacity(raw.rules.len());
     for raw_rule in raw.rules {
-        let rule = compile_rule(&src, &set_id, raw_rule)?;
+        let rule = compile_rule(&src, &set_id, raw_rule, checks, &mut globs)?;
         if let Some(&first_line) = seen.get(&rule.id) {
             return Err(RuleError::DuplicateRuleId {
                 rule_id: rule.id,
@@ -295,7 +319,17 @@ fn check_text(
     Ok(())
 }
 
-fn compile_rule(src: &Source<'_>, set_id: &str, raw: RawRule) -> Result<Rule, RuleError> {
+/// Glob lists already compiled for earlier rules of the file, so rules with the same list
+/// (often `exclude_paths = ["*.md", ...]`) share one compiled set.
+type GlobCache = HashMap<Vec<String>, PathGlobs>;
+
+fn compile_rule(
+    src: &Source<'_>,
+    set_id: &str,
+    raw: RawRule,
+    checks: Checks,
+    globs: &mut GlobCache,
+) -> Result<Rule, RuleError> {
     check_id(src, &raw.id, "rule id")?;
     let rule_id = raw.id.as_ref().clone();
     let (line, _) = src.pos(&raw.id.span());
@@ -303,7 +337,72 @@ fn compile_rule(src: &Source<'_>, set_id: &str, raw: RawRule) -> Result<Rule, Ru
     check_text(src, &raw.category, "category", &rule_id, true)?;
     check_text(src, &raw.message, "message", &rule_id, false)?;
 
-    let pattern = compile_regex(src, &rule_id, "pattern", &raw.pattern)?;
+    let regexes = match checks {
+        Checks::All => compile_regexes(src, &rule_id, &raw)?,
+        Checks::Deferred => {
+            check_regex_source(src, &rule_id, "pattern", &raw.pattern)?;
+            if let Some(not) = &raw.not {
+                check_regex_source(src, &rule_id, "not", not)?;
+            }
+            Regexes::deferred(
+                raw.pattern.as_ref().clone(),
+                raw.not.as_ref().map(|n| n.as_ref().clone()),
+            )
+        }
+    };
+
+    let paths = compile_globs(src, &rule_id, &raw.paths, checks, globs)?;
+    let exclude_paths = compile_globs(src, &rule_id, &raw.exclude_paths, checks, globs)?;
+
+    let mut languages = raw.languages;
+    languages.sort();
+    languages.dedup();
+
+    let raw_examples = raw.examples.unwrap_or_default();
+    let mut rule = Rule {
+        rule_set_id: set_id.to_owned(),
+        id: rule_id,
+        title: raw.title.into_inner(),
+        category: raw.category.into_inner(),
+        severity: raw.severity,
+        confidence: raw.confidence,
+        message: raw.message.into_inner(),
+        suggestion: raw.suggestion.filter(|s| !s.trim().is_empty()),
+        languages,
+        paths,
+        exclude_paths,
+        regexes: Arc::new(regexes),
+        fix: raw.fix.map(Spanned::into_inner),
+        examples: Examples::default(),
+        line,
+    };
+    if checks == Checks::All {
+        check_examples(src, &rule, &raw_examples)?;
+    }
+    rule.examples = Examples {
+        matching: raw_examples
+            .matching
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect(),
+        not_matching: raw_examples
+            .no_match
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect(),
+        fixes: raw_examples
+            .fix
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect(),
+    };
+    Ok(rule)
+}
+
+/// Compiles `pattern` and `not`, rejecting ones that match the empty string, and checks the
+/// `fix` template against the pattern's groups.
+fn compile_regexes(src: &Source<'_>, rule_id: &str, raw: &RawRule) -> Result<Regexes, RuleError> {
+    let pattern = compile_regex(src, rule_id, "pattern", &raw.pattern)?;
     if pattern.is_match("") {
         return Err(src.invalid(
             &raw.pattern.span(),
@@ -315,7 +414,7 @@ fn compile_rule(src: &Source<'_>, set_id: &str, raw: RawRule) -> Result<Rule, Ru
     let not = match &raw.not {
         None => None,
         Some(not_src) => {
-            let not = compile_regex(src, &rule_id, "not", not_src)?;
+            let not = compile_regex(src, rule_id, "not", not_src)?;
             if not.is_match("") {
                 return Err(src.invalid(
                     &not_src.span(),
@@ -332,46 +431,16 @@ fn compile_rule(src: &Source<'_>, set_id: &str, raw: RawRule) -> Result<Rule, Ru
         check_fix_template(fix.as_ref(), &pattern)
             .map_err(|message| src.invalid(&fix.span(), format!("rule `{rule_id}`: {message}")))?;
     }
-
-    let paths = compile_globs(src, &rule_id, &raw.paths)?;
-    let exclude_paths = compile_globs(src, &rule_id, &raw.exclude_paths)?;
-
-    let mut languages = raw.languages;
-    languages.sort();
-    languages.dedup();
-
-    let raw_examples = raw.examples;
-    let rule = Rule {
-        rule_set_id: set_id.to_owned(),
-        id: rule_id,
-        title: raw.title.into_inner(),
-        category: raw.category.into_inner(),
-        severity: raw.severity,
-        confidence: raw.confidence,
-        message: raw.message.into_inner(),
-        suggestion: raw.suggestion.filter(|s| !s.trim().is_empty()),
-        languages,
-        paths,
-        exclude_paths,
-        prefilter: prefilter::relaxed(raw.pattern.as_ref()),
-        pattern,
-        not,
-        fix: raw.fix.map(Spanned::into_inner),
-        examples: Examples::default(),
-        line,
-    };
-    match raw_examples {
-        None => Ok(rule),
-        Some(examples) => check_examples(src, rule, examples),
-    }
+    Ok(Regexes::compiled(pattern, not))
 }
 
-fn compile_regex(
+/// Checks a regex source for the limits that need no compiling: not empty, not too long.
+fn check_regex_source(
     src: &Source<'_>,
     rule_id: &str,
     field: &'static str,
     value: &Spanned<String>,
-) -> Result<Regex, RuleError> {
+) -> Result<(), RuleError> {
     let source = value.as_ref();
     if source.is_empty() {
         return Err(src.invalid(
@@ -388,27 +457,42 @@ fn compile_regex(
             ),
         ));
     }
-    RegexBuilder::new(source)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|err| {
-            let (line, column) = src.pos(&value.span());
-            RuleError::Regex {
-                origin: src.origin.to_owned(),
-                rule_id: rule_id.to_owned(),
-                field,
-                line,
-                column,
-                message: err.to_string(),
-            }
-        })
+    Ok(())
 }
 
+fn compile_regex(
+    src: &Source<'_>,
+    rule_id: &str,
+    field: &'static str,
+    value: &Spanned<String>,
+) -> Result<Regex, RuleError> {
+    check_regex_source(src, rule_id, field, value)?;
+    build_regex(value.as_ref()).map_err(|err| {
+        let (line, column) = src.pos(&value.span());
+        RuleError::Regex {
+            origin: src.origin.to_owned(),
+            rule_id: rule_id.to_owned(),
+            field,
+            line,
+            column,
+            message: err.to_string(),
+        }
+    })
+}
+
+/// Checks and (with [`Checks::All`]) compiles a `paths` or `exclude_paths` list, or takes it
+/// from `cache` when an earlier rule of the file has the same list.
 fn compile_globs(
     src: &Source<'_>,
     rule_id: &str,
     globs: &[Spanned<String>],
+    checks: Checks,
+    cache: &mut GlobCache,
 ) -> Result<PathGlobs, RuleError> {
+    let texts: Vec<String> = globs.iter().map(|g| g.as_ref().clone()).collect();
+    if let Some(compiled) = cache.get(&texts) {
+        return Ok(compiled.clone());
+    }
     let mut full = GlobSetBuilder::new();
     let mut base = GlobSetBuilder::new();
     for glob in globs {
@@ -427,11 +511,10 @@ fn compile_globs(
         if text.is_empty() {
             return Err(fail("the glob is empty".to_owned()));
         }
-        let compiled = GlobBuilder::new(text)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|err| fail(err.kind().to_string()))?;
+        if checks == Checks::Deferred {
+            continue;
+        }
+        let compiled = build_glob(text).map_err(|err| fail(err.kind().to_string()))?;
         if text.contains('/') {
             full.add(compiled);
         } else {
@@ -451,11 +534,12 @@ fn compile_globs(
             }
         })
     };
-    Ok(PathGlobs {
-        globs: globs.iter().map(|g| g.as_ref().clone()).collect(),
-        full: build(full)?,
-        base: build(base)?,
-    })
+    let compiled = match checks {
+        Checks::All => PathGlobs::compiled(texts.clone(), build(full)?, build(base)?),
+        Checks::Deferred => PathGlobs::deferred(texts.clone()),
+    };
+    cache.insert(texts, compiled.clone());
+    Ok(compiled)
 }
 
 /// Checks a `fix` replacement template against the pattern: every `$name`, `$N`, `${name}`
@@ -512,7 +596,9 @@ fn check_fix_template(template: &str, pattern: &Regex) -> Result<(), String> {
     Ok(())
 }
 
-fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<Rule, RuleError> {
+/// Runs a rule's examples: each `match` line flagged, no `no_match` line flagged, each `fix`
+/// pair produced.
+fn check_examples(src: &Source<'_>, rule: &Rule, raw: &RawExamples) -> Result<(), RuleError> {
     let fail = |span: Range<usize>, rule: &Rule, message: String| {
         let (line, column) = src.pos(&span);
         RuleError::Example {
@@ -527,7 +613,7 @@ fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<
         if rule.find(example.as_ref()).is_none() {
             return Err(fail(
                 example.span(),
-                &rule,
+                rule,
                 format!("`match` example {:?} is not flagged", example.as_ref()),
             ));
         }
@@ -536,7 +622,7 @@ fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<
         if let Some(range) = rule.find(example.as_ref()) {
             return Err(fail(
                 example.span(),
-                &rule,
+                rule,
                 format!(
                     "`no_match` example {:?} is flagged (at {:?})",
                     example.as_ref(),
@@ -550,7 +636,7 @@ fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<
         if rule.fix.is_none() {
             return Err(fail(
                 pair.span(),
-                &rule,
+                rule,
                 "a `fix` example is given but the rule has no `fix`".to_owned(),
             ));
         }
@@ -558,15 +644,10 @@ fn check_examples(src: &Source<'_>, mut rule: Rule, raw: RawExamples) -> Result<
         if actual.as_deref() != Some(expected.as_str()) {
             return Err(fail(
                 pair.span(),
-                &rule,
+                rule,
                 format!("`fix` example {line:?}: expected {expected:?}, got {actual:?}"),
             ));
         }
     }
-    rule.examples = Examples {
-        matching: raw.matching.into_iter().map(Spanned::into_inner).collect(),
-        not_matching: raw.no_match.into_iter().map(Spanned::into_inner).collect(),
-        fixes: raw.fix.into_iter().map(Spanned::into_inner).collect(),
-    };
-    Ok(rule)
+    Ok(())
 }

@@ -1,18 +1,24 @@
 //! [`Rule`]: one compiled rule of a rule set, and its deterministic line matcher.
 
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
-use globset::GlobSet;
-use regex::Regex;
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use regex::{Regex, RegexBuilder};
 
+use super::file::REGEX_SIZE_LIMIT;
 use super::language::{Language, language_of};
+use super::prefilter::{self, Literals};
 use crate::protocol::finding::{Confidence, Severity};
 
 /// One compiled rule: what it flags (`pattern` minus `not`), where (`languages`, `paths`,
 /// `exclude_paths`), and what the finding says.
 ///
 /// Built only by loading a rule file ([`super::Catalog::add_source`] and friends), so every
-/// `Rule` has a valid id, compiled regexes and globs, and examples that behave as declared.
+/// `Rule` has a valid id, valid regexes and globs, and examples that behave as declared. A rule
+/// file's regexes are compiled and its examples run when it is loaded; the built-in rules',
+/// which the test suite checks the same way, are compiled on first use (see
+/// [`super::Catalog::builtin`]). Clones share the compiled regexes.
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub(super) rule_set_id: String,
@@ -26,18 +32,16 @@ pub struct Rule {
     pub(super) languages: Vec<Language>,
     pub(super) paths: PathGlobs,
     pub(super) exclude_paths: PathGlobs,
-    // Invariant: `pattern` does not match the empty string.
-    pub(super) pattern: Regex,
-    // Invariant: matches every line `pattern` matches (see `prefilter::relaxed`).
-    pub(super) prefilter: String,
-    pub(super) not: Option<Regex>,
+    // Invariant: `pattern` is valid and does not match the empty string; `not` too.
+    pub(super) regexes: Arc<Regexes>,
     // Invariant: every `$group` reference in `fix` names a group of `pattern`.
     pub(super) fix: Option<String>,
     pub(super) examples: Examples,
     pub(super) line: usize,
 }
 
-/// Example lines declared with a rule in `[rules.examples]`; checked when the rule is loaded.
+/// Example lines declared with a rule in `[rules.examples]`; checked when a rule file is
+/// loaded, and by the test suite for the built-in rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Examples {
     /// Lines the rule must flag (`match = [...]`).
@@ -48,23 +52,156 @@ pub struct Examples {
     pub fixes: Vec<(String, String)>,
 }
 
-/// A compiled list of globs, split into those matched against the whole repository-relative
-/// path (globs containing `/`) and those matched against the file name alone (globs without
-/// `/`, as in `.gitignore`). An empty list matches nothing.
+/// A list of globs, split into those matched against the whole repository-relative path
+/// (globs containing `/`) and those matched against the file name alone (globs without `/`,
+/// as in `.gitignore`). An empty list matches nothing. Compiled at load for rule files, on
+/// first use for the built-in rules; shared by clones.
 #[derive(Debug, Clone)]
 pub(super) struct PathGlobs {
     pub(super) globs: Vec<String>,
-    pub(super) full: GlobSet,
-    pub(super) base: GlobSet,
+    // Invariant: once set, `(full, base)` are `globs` compiled by `compile_glob_sets`; they
+    // compile (at load, or by the test suite for the built-in rules).
+    sets: Arc<OnceLock<(GlobSet, GlobSet)>>,
 }
 
 impl PathGlobs {
+    /// Globs compiled already (rule files).
+    pub(super) fn compiled(globs: Vec<String>, full: GlobSet, base: GlobSet) -> PathGlobs {
+        PathGlobs {
+            globs,
+            sets: Arc::new(OnceLock::from((full, base))),
+        }
+    }
+
+    /// Globs compiled on first use (built-in rules, which the test suite checks).
+    pub(super) fn deferred(globs: Vec<String>) -> PathGlobs {
+        PathGlobs {
+            globs,
+            sets: Arc::new(OnceLock::new()),
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.globs.is_empty()
     }
 
     fn is_match(&self, path: &str, file_name: &str) -> bool {
-        !self.is_empty() && (self.full.is_match(path) || self.base.is_match(file_name))
+        if self.is_empty() {
+            return false;
+        }
+        let (full, base) = self.sets.get_or_init(|| {
+            compile_glob_sets(&self.globs)
+                .expect("built-in globs compile: the rules_builtin tests check them")
+        });
+        full.is_match(path) || base.is_match(file_name)
+    }
+}
+
+/// Compiles one `paths`/`exclude_paths` glob: `*` does not cross `/`, `\` escapes.
+pub(super) fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
+    GlobBuilder::new(glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+}
+
+/// Compiles globs into the sets matched against the whole path (globs with a `/`) and against
+/// the file name (the others).
+fn compile_glob_sets(globs: &[String]) -> Result<(GlobSet, GlobSet), globset::Error> {
+    let mut full = GlobSetBuilder::new();
+    let mut base = GlobSetBuilder::new();
+    for glob in globs {
+        let compiled = build_glob(glob)?;
+        if glob.contains('/') {
+            full.add(compiled);
+        } else {
+            base.add(compiled);
+        }
+    }
+    Ok((full.build()?, base.build()?))
+}
+
+/// A rule's `pattern` and `not` regexes and its prefilter literals: compiled at load for rule
+/// files, on first use for the built-in rules; shared by every clone of the rule.
+#[derive(Debug)]
+pub(super) struct Regexes {
+    pattern_source: String,
+    not_source: Option<String>,
+    // Invariant: once set, `pattern` is `pattern_source` compiled by `build_regex`, and `not`
+    // is `not_source` compiled (set only when there is one). Both compile: they were compiled
+    // at load, or they are a built-in rule's, which the test suite compiles.
+    pattern: OnceLock<Regex>,
+    not: OnceLock<Regex>,
+    literals: OnceLock<Literals>,
+}
+
+impl Regexes {
+    /// Regexes compiled already (rule files).
+    pub(super) fn compiled(pattern: Regex, not: Option<Regex>) -> Regexes {
+        let regexes = Regexes::deferred(
+            pattern.as_str().to_owned(),
+            not.as_ref().map(|n| n.as_str().to_owned()),
+        );
+        regexes.pattern.get_or_init(|| pattern);
+        if let Some(not) = not {
+            regexes.not.get_or_init(|| not);
+        }
+        regexes
+    }
+
+    /// Regexes compiled on first use (built-in rules, which the test suite checks).
+    pub(super) fn deferred(pattern: String, not: Option<String>) -> Regexes {
+        Regexes {
+            pattern_source: pattern,
+            not_source: not,
+            pattern: OnceLock::new(),
+            not: OnceLock::new(),
+            literals: OnceLock::new(),
+        }
+    }
+
+    fn pattern(&self) -> &Regex {
+        self.pattern.get_or_init(|| {
+            build_regex(&self.pattern_source)
+                .expect("a built-in `pattern` compiles: the rules_builtin tests check it")
+        })
+    }
+
+    fn not(&self) -> Option<&Regex> {
+        let source = self.not_source.as_deref()?;
+        Some(self.not.get_or_init(|| {
+            build_regex(source)
+                .expect("a built-in `not` compiles: the rules_builtin tests check it")
+        }))
+    }
+}
+
+/// Compiles a `pattern` or `not` regex with the rule-file limits.
+pub(super) fn build_regex(source: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(source)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
+/// A repository-relative path split the way [`Rule::applies_to`] looks at it, so checking many
+/// rules against one file works it out once.
+pub(super) struct FilePath<'p> {
+    /// The path without a leading `./`.
+    path: &'p str,
+    /// The last component.
+    name: &'p str,
+    /// [`language_of`] the path.
+    language: Option<Language>,
+}
+
+impl<'p> FilePath<'p> {
+    pub(super) fn new(path: &'p str) -> FilePath<'p> {
+        let path = path.strip_prefix("./").unwrap_or(path);
+        FilePath {
+            path,
+            name: path.rsplit('/').next().unwrap_or(path),
+            language: language_of(path),
+        }
     }
 }
 
@@ -141,12 +278,20 @@ impl Rule {
 
     /// The `pattern` regex source.
     pub fn pattern(&self) -> &str {
-        self.pattern.as_str()
+        &self.regexes.pattern_source
     }
 
     /// The `not` regex source, if any.
     pub fn not_pattern(&self) -> Option<&str> {
-        self.not.as_ref().map(Regex::as_str)
+        self.regexes.not_source.as_deref()
+    }
+
+    /// Literals one of which every line `pattern` matches contains, for the selection's
+    /// prefilter; derived on first use.
+    pub(super) fn literals(&self) -> &Literals {
+        self.regexes
+            .literals
+            .get_or_init(|| prefilter::required_literals(&self.regexes.pattern_source))
     }
 
     /// The `fix` replacement template, if any (see [`Rule::fix`]).
@@ -154,7 +299,8 @@ impl Rule {
         self.fix.as_deref()
     }
 
-    /// The examples declared with the rule (already checked at load time).
+    /// The examples declared with the rule (checked when a rule file is loaded; the built-in
+    /// rules' by the test suite).
     pub fn examples(&self) -> &Examples {
         &self.examples
     }
@@ -173,16 +319,18 @@ impl Rule {
     /// matched against the whole path, globs without `/` against the file name. A leading
     /// `./` is ignored.
     pub fn applies_to(&self, path: &str) -> bool {
-        let path = path.strip_prefix("./").unwrap_or(path);
-        let file_name = path.rsplit('/').next().unwrap_or(path);
-        if self.exclude_paths.is_match(path, file_name) {
-            return false;
-        }
-        if self.languages.is_empty() && self.paths.is_empty() {
-            return true;
-        }
-        language_of(path).is_some_and(|lang| self.languages.contains(&lang))
-            || self.paths.is_match(path, file_name)
+        self.applies_to_file(&FilePath::new(path))
+    }
+
+    /// [`Rule::applies_to`] for a path whose parts are worked out already.
+    pub(super) fn applies_to_file(&self, file: &FilePath<'_>) -> bool {
+        let included = (self.languages.is_empty() && self.paths.is_empty())
+            || file
+                .language
+                .is_some_and(|lang| self.languages.contains(&lang))
+            || self.paths.is_match(file.path, file.name);
+        // Checked last, so a rule's exclusions are compiled only once it could apply.
+        included && !self.exclude_paths.is_match(file.path, file.name)
     }
 
     /// The byte range of the first match of `pattern` in one line of code, or `None` when
@@ -193,8 +341,8 @@ impl Rule {
     /// [`super::Selection::matching_rules`]) for that.
     pub fn find(&self, line: &str) -> Option<Range<usize>> {
         let line = trim_eol(line);
-        let found = self.pattern.find(line)?;
-        if self.not.as_ref().is_some_and(|not| not.is_match(line)) {
+        let found = self.regexes.pattern().find(line)?;
+        if self.regexes.not().is_some_and(|not| not.is_match(line)) {
             return None;
         }
         Some(found.range())
@@ -210,7 +358,7 @@ impl Rule {
         let template = self.fix.as_deref()?;
         let line = trim_eol(line);
         self.find(line)?;
-        let fixed = self.pattern.replace_all(line, template);
+        let fixed = self.regexes.pattern().replace_all(line, template);
         (fixed != line).then(|| fixed.into_owned())
     }
 }
