@@ -30,7 +30,7 @@ use crate::protocol::{
     AgentEvent, Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Side, Stage,
 };
 use crate::repo::{ChangeKind, DiffOptions, Repository, SkipReason};
-use crate::rules::{Catalog, is_suppressed};
+use crate::rules::{Catalog, ignored_rule_ids, is_suppressed};
 
 pub use events::{Emitter, new_id};
 
@@ -297,7 +297,26 @@ fn pipeline(
     // --- rules: candidate findings on added lines.
     emitter.stage(Stage::Rules);
     let mut candidates = Vec::new();
+    let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     for file in &in_scope {
+        // An ignore comment the merge request adds that names no loaded rule suppresses
+        // nothing: most likely a typo, so say so.
+        for (line_no, text) in file.added_lines() {
+            for id in ignored_rule_ids(text) {
+                if !known_ids.contains(id) {
+                    emitter.warning(
+                        "rules.unknown_ignore_id",
+                        format!(
+                            "{}:{line_no}: `review-agent: ignore {id}` names no loaded rule, so it \
+                             suppresses nothing",
+                            file.path
+                        ),
+                        Some(file.path.clone()),
+                        Some("Check the id with `review-agent-gateway rules list`.".into()),
+                    );
+                }
+            }
+        }
         let matcher = selection.file_matcher(&file.path);
         if matcher.is_empty() {
             continue;

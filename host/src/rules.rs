@@ -109,4 +109,4 @@ pub use file::{
 };
 pub use language::{Language, UnknownLanguage, language_of};
 pub use rule::{Examples, Rule};
-pub use suppress::is_suppressed;
+pub use suppress::{ignored_rule_ids, is_suppressed};

@@ -32,6 +32,16 @@ pub fn is_suppressed(rule_id: &str, line: &str, line_above: Option<&str>) -> boo
     names(line, false) || line_above.is_some_and(|above| names(above, true))
 }
 
+/// The rule ids (bare, without a rule-set prefix) that `review-agent: ignore` directives in
+/// comments on `line` name, in order; empty when there is none. Lets a caller warn about a
+/// directive that names no loaded rule and so suppresses nothing.
+pub fn ignored_rule_ids(line: &str) -> Vec<&str> {
+    if !line.contains(MARKER) {
+        return Vec::new();
+    }
+    suppressed_ids(line, false).map(bare).collect()
+}
+
 fn bare(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
@@ -197,5 +207,16 @@ mod tests {
         check("a.b", "x # review-agent ignore a.b", None, false);
         check("a.b", "x", Some("code() // not a directive"), false);
         check("a.b", "x", None, false);
+    }
+
+    #[test]
+    fn ignored_rule_ids_lists_bare_ids() {
+        assert_eq!(
+            super::ignored_rule_ids("x = 1  # review-agent: ignore a.b, set/c.d because"),
+            ["a.b", "c.d"]
+        );
+        assert_eq!(super::ignored_rule_ids("// review-agent: ignore x"), ["x"]);
+        assert!(super::ignored_rule_ids("x = 'review-agent: ignore a'").is_empty());
+        assert!(super::ignored_rule_ids("plain code").is_empty());
     }
 }

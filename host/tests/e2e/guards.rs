@@ -118,3 +118,37 @@ fn translation_catalogs_are_not_credentials() {
         run.describe()
     );
 }
+
+#[test]
+fn an_ignore_comment_naming_no_rule_warns() {
+    let mut repo = TestRepo::new();
+    repo.write("app.py", "import os\n");
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write(
+        "app.py",
+        "import os\nvalue = eval(expr)  # review-agent: ignore python.eval-dynamc\n\
+         other = eval(e2)  # review-agent: ignore python.eval-dynamic\n",
+    );
+    repo.commit("head");
+    let run = repo.review(&["--base", "main", "--format", "json"]);
+    assert_eq!(
+        run.found(),
+        crate::support::found(&[("python.eval-dynamic", "app.py", 2)]),
+        "{}",
+        run.describe()
+    );
+    let warnings = run.warnings();
+    assert_eq!(warnings.len(), 1, "{}", run.describe());
+    assert_eq!(warnings[0].code, "rules.unknown_ignore_id");
+    assert!(
+        warnings[0].message.contains("app.py:2"),
+        "{:?}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0].message.contains("python.eval-dynamc"),
+        "{:?}",
+        warnings[0]
+    );
+}
