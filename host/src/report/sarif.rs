@@ -67,6 +67,7 @@ pub fn render(input: &ReportInput) -> Value {
             },
             severity: f.severity,
             categories: Vec::new(),
+            help: f.content.clone(),
         });
         entry.severity = entry.severity.max(f.severity);
         if !entry.categories.contains(&f.category) {
@@ -83,12 +84,21 @@ pub fn render(input: &ReportInput) -> Value {
         .map(|(id, r)| {
             let mut tags = r.categories.clone();
             tags.sort();
-            json!({
+            let mut properties = json!({ "severity": severity_name(r.severity), "tags": tags });
+            if r.categories.iter().any(|c| c == "security") {
+                // GitHub code scanning ranks security alerts by this CVSS-like score.
+                properties["security-severity"] = json!(security_severity(r.severity));
+            }
+            let mut rule = json!({
                 "id": id,
                 "shortDescription": { "text": r.title },
                 "defaultConfiguration": { "level": level(r.severity) },
-                "properties": { "severity": severity_name(r.severity), "tags": tags },
-            })
+                "properties": properties,
+            });
+            if !r.help.is_empty() {
+                rule["help"] = json!({ "text": r.help });
+            }
+            rule
         })
         .collect();
 
@@ -150,6 +160,20 @@ struct RuleInfo {
     title: String,
     severity: Severity,
     categories: Vec<String>,
+    /// The first finding's explanation, as the rule's `help`.
+    help: String,
+}
+
+/// GitHub's `security-severity` score for a severity (critical ≥ 9.0, high 7.0–8.9, medium
+/// 4.0–6.9, low 0.1–3.9), as a string as GitHub expects.
+fn security_severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "9.5",
+        Severity::High => "8.0",
+        Severity::Medium => "5.5",
+        Severity::Low => "3.0",
+        Severity::Info => "0.0",
+    }
 }
 
 /// SARIF `level` of a severity: critical/high → `error`, medium → `warning`, low/info → `note`.
@@ -395,6 +419,13 @@ mod tests {
         );
         assert_eq!(rules[3]["defaultConfiguration"]["level"], "error");
         assert_eq!(rules[3]["properties"]["severity"], "critical");
+        // A security rule carries GitHub's score; a bug rule does not.
+        assert_eq!(rules[3]["properties"]["security-severity"], "9.5");
+        assert_eq!(rules[2]["properties"].get("security-severity"), None);
+        assert_eq!(
+            rules[3]["help"]["text"],
+            "A live secret key is committed to the repository."
+        );
 
         let results = run["results"].as_array().cloned().unwrap_or_default();
         assert_eq!(results.len(), 4);
