@@ -87,7 +87,7 @@ struct ReviewArgs {
     #[arg(long, value_enum, default_value = "medium")]
     min_confidence: ConfidenceArg,
     /// Output format: `text` for people, `json` for the AgentEvent stream (one per line),
-    /// `sarif` (SARIF 2.1.0), `rdjson` (reviewdog).
+    /// `sarif` (SARIF 2.1.0), `rdjson` (reviewdog), `codequality` (GitLab Code Quality report).
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
     /// Exit 1 when a finding at or above this severity is reported (`never`: always exit 0).
@@ -114,6 +114,7 @@ enum Format {
     Json,
     Sarif,
     Rdjson,
+    Codequality,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -263,6 +264,7 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         }
         Format::Sarif => Some(pretty(&report::sarif::render(&input))),
         Format::Rdjson => Some(pretty(&report::rdjson::render(&input))),
+        Format::Codequality => Some(pretty(&report::codequality::render(&input))),
     };
     if let Some(text) = rendered
         && let Err(e) = stdout

@@ -9,10 +9,12 @@
 //! - [`text::render`]: a human report for a terminal.
 //! - [`sarif::render`]: SARIF 2.1.0, for code-scanning dashboards.
 //! - [`rdjson::render`]: reviewdog's Diagnostic Format, for `reviewdog -f=rdjson`.
+//! - [`codequality::render`]: GitLab's Code Quality report, for `artifacts:reports:codequality`.
 //!
 //! **Invariant:** rendering does no I/O and never panics on event content; every renderer is a
 //! pure function of its [`ReportInput`].
 
+pub mod codequality;
 pub mod rdjson;
 pub mod sarif;
 pub mod text;

@@ -152,3 +152,28 @@ fn an_ignore_comment_naming_no_rule_warns() {
         warnings[0]
     );
 }
+
+#[test]
+fn codequality_report_matches_the_findings() {
+    let repo = small_repo();
+    let json = repo.review(&["--base", "main", "--format", "json"]);
+    let cq = repo.review(&["--base", "main", "--format", "codequality"]);
+    cq.assert_code(1);
+    let issues = cq.json();
+    let issues = issues.as_array().expect("a JSON array");
+    let findings = json.findings();
+    assert_eq!(issues.len(), findings.len());
+    for (issue, finding) in issues.iter().zip(&findings) {
+        assert_eq!(issue["fingerprint"], finding.fingerprint.as_str());
+        assert_eq!(issue["location"]["path"], finding.path.as_str());
+        assert_eq!(issue["location"]["lines"]["begin"], finding.start_line);
+        assert_eq!(
+            issue["check_name"],
+            finding.rule_id.as_deref().unwrap_or_default()
+        );
+        assert_eq!(
+            issue["severity"], "critical",
+            "high maps to GitLab's critical"
+        );
+    }
+}
