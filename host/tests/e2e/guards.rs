@@ -177,3 +177,27 @@ fn codequality_report_matches_the_findings() {
         );
     }
 }
+
+#[test]
+fn php_eval_and_sql_are_flagged() {
+    let mut repo = TestRepo::new();
+    repo.write("web/index.php", "<?php\n");
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write(
+        "web/index.php",
+        "<?php\n$r = mysqli_query($c, \"SELECT * FROM t WHERE id = \" . $_GET['id']);\n\
+         eval($_POST['code']);\n$stmt = $pdo->prepare('SELECT * FROM t WHERE id = ?');\n",
+    );
+    repo.commit("head");
+    let run = repo.review(&["--base", "main", "--format", "json"]);
+    assert_eq!(
+        run.found(),
+        crate::support::found(&[
+            ("php.sql-injection", "web/index.php", 2),
+            ("php.eval-dynamic", "web/index.php", 3),
+        ]),
+        "{}",
+        run.describe()
+    );
+}
