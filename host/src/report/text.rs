@@ -245,7 +245,11 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
         Outcome::Completed => {
             let mut s = String::from("completed");
             if let Some(ms) = completed.and_then(|c| c.duration_ms) {
-                write!(s, " in {}.{} s", ms / 1000, (ms % 1000) / 100)?;
+                if ms < 1000 {
+                    write!(s, " in {ms} ms")?;
+                } else {
+                    write!(s, " in {}.{} s", ms / 1000, (ms % 1000) / 100)?;
+                }
             }
             if completed.and_then(|c| c.from_cache) == Some(true) {
                 s.push_str(" (from cache)");
