@@ -299,9 +299,10 @@ fn pipeline(
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     for file in &in_scope {
-        // An ignore comment the merge request adds that names no loaded rule suppresses
-        // nothing: most likely a typo, so say so.
+        let matcher = selection.file_matcher(&file.path);
         for (line_no, text) in file.added_lines() {
+            // An ignore comment the merge request adds that names no loaded rule suppresses
+            // nothing: most likely a typo, so say so.
             for id in ignored_rule_ids(text) {
                 if !known_ids.contains(id) {
                     emitter.warning(
@@ -316,12 +317,6 @@ fn pipeline(
                     );
                 }
             }
-        }
-        let matcher = selection.file_matcher(&file.path);
-        if matcher.is_empty() {
-            continue;
-        }
-        for (line_no, text) in file.added_lines() {
             for (rule, _) in matcher.matches(text) {
                 let above = line_no
                     .checked_sub(2)
