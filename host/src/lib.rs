@@ -2,11 +2,16 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the code map.
 
+pub mod config;
+pub mod engine;
 pub mod error;
 pub mod protocol;
 pub mod repo;
 pub mod report;
 pub mod review;
 pub mod rules;
+pub mod security;
+pub mod store;
+pub mod transport;
 
 pub use error::GatewayError;

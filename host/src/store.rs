@@ -1,0 +1,1 @@
+//! (being written for issue 3: see ARCHITECTURE.md)
