@@ -25,6 +25,8 @@ pub mod codes {
     pub const REQUEST_INVALID: &str = "request.invalid";
     /// Same `requestId`, different payload (draft §12).
     pub const REQUEST_ID_CONFLICT: &str = "request.id_conflict";
+    /// The run was cancelled before it finished (draft §9).
+    pub const RUN_CANCELLED: &str = "run.cancelled";
     /// A bug or an unexpected I/O failure inside the gateway.
     pub const INTERNAL: &str = "internal.error";
 }

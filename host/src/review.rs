@@ -19,8 +19,10 @@
 mod events;
 pub mod fingerprint;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -142,23 +144,101 @@ pub fn run(
     options: &ReviewOptions,
     sink: &mut dyn FnMut(&AgentEvent),
 ) -> Result<ReviewOutcome, GatewayError> {
+    run_with(options, &RunControl::new(new_id("run")), sink)
+}
+
+/// How the daemon drives a run: its id (persisted before the run starts), where its event
+/// sequence continues, a cancel flag, and the fingerprints a resumed run already emitted.
+#[derive(Debug, Clone)]
+pub struct RunControl {
+    /// `run_<ULID>`, chosen by the caller.
+    pub run_id: String,
+    /// The `seq` of the run's last stored event; the first new event gets `last_seq + 1`.
+    /// 0 for a new run.
+    pub last_seq: u64,
+    /// Set to stop the run: it is checked between stages and between files, and the run then
+    /// ends with `run.cancelled` (DESIGN §5).
+    pub cancel: Arc<AtomicBool>,
+    /// Findings with these fingerprints were already emitted by this run before it was
+    /// interrupted or cancelled; a resumed run never emits them again (DESIGN §5).
+    pub already_emitted: HashSet<String>,
+    /// Whether to announce the run with `run.created` (false when resuming: the run exists).
+    pub announce: bool,
+}
+
+impl RunControl {
+    /// Control for a new run with this id: seq from 1, not cancelled, nothing emitted yet.
+    pub fn new(run_id: String) -> Self {
+        RunControl {
+            run_id,
+            last_seq: 0,
+            cancel: Arc::new(AtomicBool::new(false)),
+            already_emitted: HashSet::new(),
+            announce: true,
+        }
+    }
+
+    fn check(&self) -> Result<(), Stop> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(Stop::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why the pipeline stopped early.
+enum Stop {
+    Cancelled,
+    Failed(GatewayError),
+}
+
+impl<E: Into<GatewayError>> From<E> for Stop {
+    fn from(error: E) -> Self {
+        Stop::Failed(error.into())
+    }
+}
+
+/// Run a review under `control` (see [`RunControl`]), sending every AgentEvent to `sink`.
+///
+/// The stream ends with exactly one of `run.completed` (→ `Ok`), `run.failed` (→ `Err` with
+/// the same error) or `run.cancelled` (→ `Err` with code `run.cancelled`).
+///
+/// # Errors
+/// As [`run`], plus `run.cancelled` when `control.cancel` was set.
+pub fn run_with(
+    options: &ReviewOptions,
+    control: &RunControl,
+    sink: &mut dyn FnMut(&AgentEvent),
+) -> Result<ReviewOutcome, GatewayError> {
     let started = Instant::now();
-    let mut emitter = Emitter::new(new_id("run"), sink);
-    emitter.run_created(options.request_id.clone());
-    match pipeline(options, &mut emitter, started) {
+    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink);
+    if control.announce {
+        emitter.run_created(options.request_id.clone());
+    }
+    match pipeline(options, control, &mut emitter, started) {
         Ok(outcome) => Ok(outcome),
-        Err(error) => {
+        Err(Stop::Failed(error)) => {
             emitter.run_failed(&error);
             Err(error)
+        }
+        Err(Stop::Cancelled) => {
+            emitter.run_cancelled(Some("cancelled".into()));
+            Err(GatewayError::new(
+                codes::RUN_CANCELLED,
+                format!("run {} was cancelled", control.run_id),
+                "Resume it (POST /v1/runs/:runId/resume) or start a new review.",
+            ))
         }
     }
 }
 
 fn pipeline(
     options: &ReviewOptions,
+    control: &RunControl,
     emitter: &mut Emitter<'_>,
     started: Instant,
-) -> Result<ReviewOutcome, GatewayError> {
+) -> Result<ReviewOutcome, Stop> {
     // --- resolve: repository, revisions, rule sets.
     emitter.stage(Stage::Resolve);
     let repo = Repository::open(&options.repo)?;
@@ -206,6 +286,7 @@ fn pipeline(
     let scope = PathScope::new(&options.paths, &options.exclude_paths)?;
 
     // --- diff
+    control.check()?;
     emitter.stage(Stage::Diff);
     let diff = repo.diff(merge_base, head.id, &options.diff)?;
     if let Some(reason) = &diff.renames_unavailable {
@@ -295,10 +376,12 @@ fn pipeline(
     emitter.diff_context(changed, additions, deletions);
 
     // --- rules: candidate findings on added lines.
+    control.check()?;
     emitter.stage(Stage::Rules);
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     for file in &in_scope {
+        control.check()?;
         let matcher = selection.file_matcher(&file.path);
         for (line_no, text) in file.added_lines() {
             // An ignore comment the merge request adds that names no loaded rule suppresses
@@ -336,6 +419,7 @@ fn pipeline(
     }
 
     // --- validate: confidence floor, fingerprints, dedupe; emit.
+    control.check()?;
     emitter.stage(Stage::Validate);
     let mut findings = Vec::new();
     let mut occurrences: HashMap<(String, String, String), u32> = HashMap::new();
@@ -349,7 +433,7 @@ fn pipeline(
         let occurrence = occurrences.entry(key).or_insert(0);
         let fp = fingerprint::fingerprint(c.rule.id(), c.path, &[c.text], *occurrence);
         *occurrence += 1;
-        if !seen.insert(fp.clone()) {
+        if !seen.insert(fp.clone()) || control.already_emitted.contains(&fp) {
             continue;
         }
         let mut content = c.rule.message().trim_end().to_owned();

@@ -42,9 +42,15 @@ pub struct Emitter<'a> {
 impl<'a> Emitter<'a> {
     /// An emitter for run `run_id` that sends events to `sink`.
     pub fn new(run_id: String, sink: &'a mut dyn FnMut(&AgentEvent)) -> Self {
+        Emitter::continuing(run_id, 0, sink)
+    }
+
+    /// An emitter whose first event gets `seq = last_seq + 1`: a resumed run continues its own
+    /// gap-free sequence (DESIGN §5).
+    pub fn continuing(run_id: String, last_seq: u64, sink: &'a mut dyn FnMut(&AgentEvent)) -> Self {
         Emitter {
             run_id,
-            seq: 0,
+            seq: last_seq,
             sink,
         }
     }
@@ -161,6 +167,10 @@ impl<'a> Emitter<'a> {
             from_cache: None,
             duration_ms: Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
         });
+    }
+
+    pub(super) fn run_cancelled(&mut self, reason: Option<String>) {
+        self.emit(crate::protocol::RunCancelled { reason });
     }
 
     pub(super) fn run_failed(&mut self, error: &GatewayError) {
