@@ -29,6 +29,20 @@ pub mod codes {
     pub const RUN_CANCELLED: &str = "run.cancelled";
     /// A bug or an unexpected I/O failure inside the gateway.
     pub const INTERNAL: &str = "internal.error";
+    /// The gateway's store (redb file) cannot be opened or a transaction on it failed.
+    pub const STORE_UNAVAILABLE: &str = "store.unavailable";
+    /// No run with this id is stored (never created, or purged after the retention period).
+    pub const RUN_NOT_FOUND: &str = "run.not_found";
+    /// The configuration file does not check: TOML syntax, unknown key, wrong type, bad value.
+    pub const CONFIG_INVALID: &str = "config.invalid";
+    /// The configuration file given with `--config` does not exist.
+    pub const CONFIG_NOT_FOUND: &str = "config.not_found";
+    /// A confirmed mapping for this GitLab origin and project already exists.
+    pub const REPOSITORY_MAPPING_EXISTS: &str = "repository.mapping_exists";
+    /// The local token file is readable or writable by other users (DESIGN §9).
+    pub const SECURITY_TOKEN_FILE_PERMISSIONS: &str = "security.token_file_permissions";
+    /// The local token file holds no usable token (empty, too short, or not printable ASCII).
+    pub const SECURITY_TOKEN_FILE_INVALID: &str = "security.token_file_invalid";
 }
 
 /// A user-facing failure: what went wrong and what to do about it.

@@ -1,1 +1,720 @@
-//! (being written for issue 3: see ARCHITECTURE.md)
+//! The gateway's persistent state: one redb file (`gateway.redb` in the state dir) holding runs,
+//! their event logs, idempotency records, the review cache and pending mapping proposals
+//! (DESIGN §3, §5, §6; draft §9, §12).
+//!
+//! [`Store`] is the writer; the daemon is its only user (DESIGN §3). [`StoreReader`] is for the
+//! command line (`runs list|show`, `mappings list`): it opens the same file read-only *while the
+//! daemon has it open* and sees every transaction the daemon has committed. Both open the file in
+//! redb's [`ConcurrencyMode::SingleWriter`]: one writing process, any number of reading processes
+//! following its commits (byte-range locks; Linux, macOS and Windows). A second writer is refused
+//! with [`StoreError::Open`].
+//!
+//! Values are JSON (`serde_json`, camelCase like the wire types) so a record can be read by
+//! hand and gains optional fields without a migration. Tables and keys:
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `runs` | run id | [`RunRecord`] |
+//! | `events` | (run id, seq) | [`AgentEvent`] |
+//! | `idempotency` | request id | [`IdempotencyRecord`] |
+//! | `review_cache` | cache key | run id (text) |
+//! | `mapping_proposals` | proposal id | [`MappingProposal`] |
+//! | `meta` | `schemaVersion` | `u64` |
+//!
+//! Every write is one redb transaction committed with immediate durability (fsync), so what a
+//! method returned `Ok` for survives a crash; an error leaves the file as before the call.
+//! Methods block on disk I/O: async callers run them on a blocking thread
+//! (`tokio::task::spawn_blocking`).
+//!
+//! **Invariant:** for every run, the stored events are exactly `seq` 1..=`lastSeq` of its
+//! [`RunRecord`], with no gap, and the record's event-derived fields agree with them.
+
+mod error;
+mod hash;
+mod record;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::path::Path;
+
+use redb::{
+    ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, TableError,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+pub use error::StoreError;
+pub use hash::payload_hash;
+pub use record::{IdempotencyRecord, MappingProposal, RunRecord};
+
+use crate::protocol::event::{AgentEvent, RunState};
+
+// === Tables ===
+
+const RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("runs");
+const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
+const CACHE: TableDefinition<&str, &str> = TableDefinition::new("review_cache");
+const MAPPINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("mapping_proposals");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Key of the schema version in `meta`.
+const SCHEMA_VERSION_KEY: &str = "schemaVersion";
+/// Layout of the tables above. A file with a higher version was written by a newer gateway.
+const SCHEMA_VERSION: u64 = 1;
+
+/// Page cache of the writer. redb's default (1 GiB) is a ceiling, but the idle daemon's memory
+/// is reported, and the working set (recent runs' events) is small.
+const WRITER_CACHE_BYTES: usize = 64 * 1024 * 1024;
+/// Page cache of a command-line reader.
+const READER_CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The redb builder both handles use: the same concurrency mode is required for a reader to
+/// share the file with the writer.
+fn builder(cache_bytes: usize) -> redb::Builder {
+    let mut builder = redb::Builder::new();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::SingleWriter)
+        .set_cache_size(cache_bytes);
+    builder
+}
+
+// === impl Store ===
+
+/// The writing handle on the store (DESIGN §3: only the daemon, or an in-process `review
+/// --store`, opens one). `Send + Sync`: share it behind an `Arc`; write transactions are
+/// serialized by redb, reads run concurrently with them.
+pub struct Store {
+    db: Database,
+}
+
+impl Store {
+    /// Opens the database file at `path`, creating it (not its directory) and the tables if
+    /// needed. The file's integrity is checked on every open: a file damaged by a crash is
+    /// repaired, one altered otherwise is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Open`] when the file cannot be created or opened, is not a redb database,
+    /// is damaged beyond repair, or is held by another writer; [`StoreError::Database`] when the
+    /// tables cannot be created; [`StoreError::Corrupt`] when the file was written by a newer
+    /// gateway (higher schema version).
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let mut builder = builder(WRITER_CACHE_BYTES);
+        builder.set_check_integrity_on_open(true);
+        let db = builder.create(path).map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let txn = db.begin_write()?;
+        {
+            txn.open_table(RUNS)?;
+            txn.open_table(EVENTS)?;
+            txn.open_table(IDEMPOTENCY)?;
+            txn.open_table(CACHE)?;
+            txn.open_table(MAPPINGS)?;
+            let mut meta = txn.open_table(META)?;
+            let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
+            match stored {
+                None => {
+                    meta.insert(SCHEMA_VERSION_KEY, SCHEMA_VERSION)?;
+                }
+                Some(version) if version <= SCHEMA_VERSION => {}
+                Some(version) => {
+                    return Err(StoreError::Corrupt {
+                        table: "meta",
+                        key: SCHEMA_VERSION_KEY.to_owned(),
+                        message: format!(
+                            "schema version {version} was written by a newer gateway; this one \
+                             reads up to {SCHEMA_VERSION}"
+                        ),
+                    });
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(Store { db })
+    }
+
+    /// Stores a new run (DESIGN §5: a run is persisted before `run.created` is sent).
+    ///
+    /// `run.last_seq` should be 0: the first event appended must then have `seq` 1.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::AlreadyExists`] when a run with this id is stored (nothing is changed);
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let bytes = encode("runs", &run.run_id, run)?;
+        let txn = self.db.begin_write()?;
+        {
+            let mut runs = txn.open_table(RUNS)?;
+            if runs.get(run.run_id.as_str())?.is_some() {
+                return Err(StoreError::AlreadyExists {
+                    run_id: run.run_id.clone(),
+                });
+            }
+            runs.insert(run.run_id.as_str(), bytes.as_slice())?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Reads run `run_id`, lets `f` change it, stores it and returns the stored record, in one
+    /// transaction.
+    ///
+    /// `f` may change any field but two, which are restored after it returns: `run_id` (the
+    /// record stays under its key) and `last_seq` (advanced only by [`Store::append_events`], to
+    /// keep the event log gap-free). `updated_at` is left as `f` leaves it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NotFound`] when no such run is stored (`f` is not called);
+    /// [`StoreError::Corrupt`] when the stored record does not decode; [`StoreError::Database`]
+    /// on a storage failure.
+    pub fn update_run(
+        &self,
+        run_id: &str,
+        f: impl FnOnce(&mut RunRecord),
+    ) -> Result<RunRecord, StoreError> {
+        let txn = self.db.begin_write()?;
+        let run = {
+            let mut runs = txn.open_table(RUNS)?;
+            let mut run: RunRecord = match runs.get(run_id)? {
+                Some(bytes) => decode("runs", run_id, bytes.value())?,
+                None => {
+                    return Err(StoreError::NotFound {
+                        run_id: run_id.to_owned(),
+                    });
+                }
+            };
+            let last_seq = run.last_seq;
+            f(&mut run);
+            run.run_id = run_id.to_owned();
+            run.last_seq = last_seq;
+            let bytes = encode("runs", run_id, &run)?;
+            runs.insert(run_id, bytes.as_slice())?;
+            run
+        };
+        txn.commit()?;
+        Ok(run)
+    }
+
+    /// Appends events, of one or several runs, in ONE write transaction (group commit: deliver
+    /// the events after this returns, DESIGN §5), and folds each into its run's record with
+    /// [`RunRecord::apply_event`] (so `lastSeq`, stages, findings, state and fingerprints are
+    /// durable together with the events).
+    ///
+    /// Each event's `seq` must be its run's `lastSeq` + 1, counting the events before it in the
+    /// same batch. An empty batch is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// All or nothing: on any error nothing of the batch is written.
+    /// [`StoreError::SeqGap`] for the first event whose `seq` breaks its run's sequence (a gap,
+    /// a repeat or a reorder); [`StoreError::NotFound`] for an event of a run that is not
+    /// stored; [`StoreError::Corrupt`] when a run record does not decode;
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn append_events(&self, events: &[AgentEvent]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write()?;
+        {
+            let mut runs = txn.open_table(RUNS)?;
+            let mut table = txn.open_table(EVENTS)?;
+            let mut touched: HashMap<&str, RunRecord> = HashMap::new();
+            for event in events {
+                let run_id = event.run_id.as_str();
+                let run = match touched.entry(run_id) {
+                    std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        let record: RunRecord = match runs.get(run_id)? {
+                            Some(bytes) => decode("runs", run_id, bytes.value())?,
+                            None => {
+                                return Err(StoreError::NotFound {
+                                    run_id: run_id.to_owned(),
+                                });
+                            }
+                        };
+                        entry.insert(record)
+                    }
+                };
+                let expected = run.last_seq.saturating_add(1);
+                if event.seq != expected {
+                    return Err(StoreError::SeqGap {
+                        run_id: run_id.to_owned(),
+                        expected,
+                        got: event.seq,
+                    });
+                }
+                let key = format_args!("{run_id}/{}", event.seq);
+                let bytes = encode("events", key, event)?;
+                table.insert((run_id, event.seq), bytes.as_slice())?;
+                run.apply_event(event);
+            }
+            for (run_id, run) in &touched {
+                let bytes = encode("runs", run_id, run)?;
+                runs.insert(*run_id, bytes.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Up to `limit` events of run `run_id` with `seq > after`, in `seq` order: exactly what a
+    /// client that saw `after` missed (draft §9 `?after=`, `Last-Event-ID`). Empty when there
+    /// are none, when the run is unknown, or when `limit` is 0.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a stored event does not decode; [`StoreError::Database`] on
+    /// a storage failure.
+    pub fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        read::events_after(&self.db.begin_read()?, run_id, after, limit)
+    }
+
+    /// Run `run_id`, or `None` when it is not stored.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        read::get_run(&self.db.begin_read()?, run_id)
+    }
+
+    /// Up to `limit` runs, newest first (by run id: `run_<ULID>` sorts by creation time).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        read::list_runs(&self.db.begin_read()?, limit)
+    }
+
+    /// Marks every `queued` or `running` run `interrupted` (`updatedAt` = now), in one
+    /// transaction, and returns their ids in id order. Call it once at daemon start, before
+    /// accepting requests: such runs were left by a daemon that stopped (DESIGN §5), and can
+    /// be resumed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn mark_running_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        let now = now_rfc3339();
+        let txn = self.db.begin_write()?;
+        let mut marked = Vec::new();
+        {
+            let mut runs = txn.open_table(RUNS)?;
+            let mut changed = Vec::new();
+            for entry in runs.iter()? {
+                let (key, value) = entry?;
+                let mut run: RunRecord = decode("runs", key.value(), value.value())?;
+                if matches!(run.state, RunState::Queued | RunState::Running) {
+                    run.state = RunState::Interrupted;
+                    run.updated_at.clone_from(&now);
+                    changed.push(run);
+                }
+            }
+            for run in changed {
+                let bytes = encode("runs", &run.run_id, &run)?;
+                runs.insert(run.run_id.as_str(), bytes.as_slice())?;
+                marked.push(run.run_id);
+            }
+        }
+        txn.commit()?;
+        Ok(marked)
+    }
+
+    /// Retention (DESIGN §5, draft §9: cursors are kept 24 h): deletes the event logs, then the
+    /// records, of runs that ended before `cutoff_rfc3339`, together with the review-cache
+    /// entries and idempotency records that point at them. Returns how many runs were purged.
+    ///
+    /// A run "ended" at its `finishedAt` when it is `completed`, `failed` or `cancelled`, and
+    /// at its `updatedAt` when it is `interrupted` (never resumed). `queued` and `running` runs
+    /// are never purged. Timestamps are compared as instants, not as text.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidTimestamp`] when `cutoff_rfc3339` is not RFC 3339 (nothing is
+    /// purged); [`StoreError::Corrupt`] when a record or its timestamp does not decode;
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn purge_events_older_than(&self, cutoff_rfc3339: &str) -> Result<usize, StoreError> {
+        let cutoff = OffsetDateTime::parse(cutoff_rfc3339, &Rfc3339).map_err(|error| {
+            StoreError::InvalidTimestamp {
+                value: cutoff_rfc3339.to_owned(),
+                message: error.to_string(),
+            }
+        })?;
+        let txn = self.db.begin_write()?;
+        let purged = {
+            let mut runs = txn.open_table(RUNS)?;
+            let mut purged = HashSet::new();
+            for entry in runs.iter()? {
+                let (key, value) = entry?;
+                let run: RunRecord = decode("runs", key.value(), value.value())?;
+                let ended = match run.state {
+                    RunState::Completed | RunState::Failed | RunState::Cancelled => {
+                        run.finished_at.as_deref().unwrap_or(&run.updated_at)
+                    }
+                    RunState::Interrupted => &run.updated_at,
+                    RunState::Queued | RunState::Running => continue,
+                };
+                let ended = OffsetDateTime::parse(ended, &Rfc3339).map_err(|error| {
+                    StoreError::Corrupt {
+                        table: "runs",
+                        key: run.run_id.clone(),
+                        message: format!("timestamp {ended:?}: {error}"),
+                    }
+                })?;
+                if ended < cutoff {
+                    purged.insert(run.run_id);
+                }
+            }
+            let mut events = txn.open_table(EVENTS)?;
+            for run_id in &purged {
+                events.retain_in(
+                    (run_id.as_str(), 0)..=(run_id.as_str(), u64::MAX),
+                    |_, _| false,
+                )?;
+                runs.remove(run_id.as_str())?;
+            }
+            if !purged.is_empty() {
+                txn.open_table(CACHE)?
+                    .retain(|_, run_id| !purged.contains(run_id))?;
+                let mut idempotency = txn.open_table(IDEMPOTENCY)?;
+                let mut stale = Vec::new();
+                for entry in idempotency.iter()? {
+                    let (key, value) = entry?;
+                    let record: IdempotencyRecord =
+                        decode("idempotency", key.value(), value.value())?;
+                    if purged.contains(&record.run_id) {
+                        stale.push(record.request_id);
+                    }
+                }
+                for request_id in stale {
+                    idempotency.remove(request_id.as_str())?;
+                }
+            }
+            purged.len()
+        };
+        txn.commit()?;
+        Ok(purged)
+    }
+
+    /// The idempotency record of `request_id`, if any (DESIGN §5).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn idempotency_get(
+        &self,
+        request_id: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(IDEMPOTENCY)?;
+        table
+            .get(request_id)?
+            .map(|bytes| decode("idempotency", request_id, bytes.value()))
+            .transpose()
+    }
+
+    /// Atomically claims `rec.request_id`: when a record for it exists, returns that record and
+    /// writes nothing; otherwise stores `rec` and returns `None`. Of two concurrent calls with
+    /// the same request id, exactly one gets `None`; the other gets the winner's record and
+    /// compares its `payload_hash` (same → that run, other → `request.id_conflict`).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the existing record does not decode;
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn idempotency_put_if_absent(
+        &self,
+        rec: &IdempotencyRecord,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let key = rec.request_id.as_str();
+        let bytes = encode("idempotency", key, rec)?;
+        let txn = self.db.begin_write()?;
+        {
+            let mut table = txn.open_table(IDEMPOTENCY)?;
+            if let Some(existing) = table.get(key)? {
+                return decode("idempotency", key, existing.value()).map(Some);
+            }
+            table.insert(key, bytes.as_slice())?;
+        }
+        txn.commit()?;
+        Ok(None)
+    }
+
+    /// The run id cached under review-cache key `key` (DESIGN §5: `providerId + model +
+    /// repositoryRevision + normalizedRequest + ruleSetVersion`), if any. The caller builds the
+    /// key; the run it names is a completed one (purging a run drops its cache entries).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn cache_get(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(CACHE)?;
+        Ok(table.get(key)?.map(|run_id| run_id.value().to_owned()))
+    }
+
+    /// Caches run `run_id` (completed) under review-cache key `key`, replacing any previous
+    /// entry.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn cache_put(&self, key: &str, run_id: &str) -> Result<(), StoreError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(CACHE)?.insert(key, run_id)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Stores a mapping proposal (DESIGN §6) under its id, replacing one with the same id.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn put_mapping_proposal(&self, p: &MappingProposal) -> Result<(), StoreError> {
+        let bytes = encode("mapping_proposals", &p.id, p)?;
+        let txn = self.db.begin_write()?;
+        txn.open_table(MAPPINGS)?
+            .insert(p.id.as_str(), bytes.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Every pending mapping proposal, oldest first (by `mapping_<ULID>` id).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a proposal does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn mapping_proposals(&self) -> Result<Vec<MappingProposal>, StoreError> {
+        read::mapping_proposals(&self.db.begin_read()?)
+    }
+
+    /// Removes proposal `id` (confirmed into the config, or rejected). Returns whether it
+    /// existed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn remove_mapping_proposal(&self, id: &str) -> Result<bool, StoreError> {
+        let txn = self.db.begin_write()?;
+        let existed = txn.open_table(MAPPINGS)?.remove(id)?.is_some();
+        txn.commit()?;
+        Ok(existed)
+    }
+}
+
+// === impl StoreReader ===
+
+/// A read-only handle on the store for the command line (`runs list|show`,
+/// `mappings list`). It may be opened while the daemon's [`Store`] has the file open, and each
+/// call sees every transaction committed before it (a fresh read snapshot per call). Same
+/// semantics as the [`Store`] methods of the same names.
+pub struct StoreReader {
+    db: ReadOnlyDatabase,
+}
+
+impl StoreReader {
+    /// Opens the existing database file at `path` read-only. Never writes to it, never creates
+    /// it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Open`] when the file does not exist or cannot be read, is not a redb
+    /// database, or was left unclean by a crashed writer that is not running (redb's
+    /// `RepairAborted`: the next [`Store::open`] repairs it).
+    pub fn open(path: &Path) -> Result<StoreReader, StoreError> {
+        let db = builder(READER_CACHE_BYTES)
+            .open_read_only(path)
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(StoreReader { db })
+    }
+
+    /// See [`Store::get_run`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::get_run`].
+    pub fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        read::get_run(&self.db.begin_read()?, run_id)
+    }
+
+    /// See [`Store::list_runs`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::list_runs`].
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        read::list_runs(&self.db.begin_read()?, limit)
+    }
+
+    /// See [`Store::events_after`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::events_after`].
+    pub fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        read::events_after(&self.db.begin_read()?, run_id, after, limit)
+    }
+
+    /// See [`Store::mapping_proposals`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::mapping_proposals`].
+    pub fn mapping_proposals(&self) -> Result<Vec<MappingProposal>, StoreError> {
+        read::mapping_proposals(&self.db.begin_read()?)
+    }
+}
+
+// === Reads shared by Store and StoreReader ===
+
+mod read {
+    use super::*;
+
+    /// Opens a table for reading; `None` when the file has no such table yet (a reader on a
+    /// file no [`Store`] has initialized reads it as empty).
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        txn: &ReadTransaction,
+        def: TableDefinition<K, V>,
+    ) -> Result<Option<redb::ReadOnlyTable<K, V>>, StoreError> {
+        match txn.open_table(def) {
+            Ok(table) => Ok(Some(table)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    pub(super) fn get_run(
+        txn: &ReadTransaction,
+        run_id: &str,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        let Some(runs) = table(txn, RUNS)? else {
+            return Ok(None);
+        };
+        runs.get(run_id)?
+            .map(|bytes| decode("runs", run_id, bytes.value()))
+            .transpose()
+    }
+
+    pub(super) fn list_runs(
+        txn: &ReadTransaction,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let Some(runs) = table(txn, RUNS)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(limit.min(256));
+        for entry in runs.iter()?.rev().take(limit) {
+            let (key, value) = entry?;
+            out.push(decode("runs", key.value(), value.value())?);
+        }
+        Ok(out)
+    }
+
+    pub(super) fn events_after(
+        txn: &ReadTransaction,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        let (Some(first), Some(events)) = (after.checked_add(1), table(txn, EVENTS)?) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(limit.min(1024));
+        for entry in events
+            .range((run_id, first)..=(run_id, u64::MAX))?
+            .take(limit)
+        {
+            let (key, value) = entry?;
+            let (_, seq) = key.value();
+            out.push(decode(
+                "events",
+                format_args!("{run_id}/{seq}"),
+                value.value(),
+            )?);
+        }
+        Ok(out)
+    }
+
+    pub(super) fn mapping_proposals(
+        txn: &ReadTransaction,
+    ) -> Result<Vec<MappingProposal>, StoreError> {
+        let Some(mappings) = table(txn, MAPPINGS)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for entry in mappings.iter()? {
+            let (key, value) = entry?;
+            out.push(decode("mapping_proposals", key.value(), value.value())?);
+        }
+        Ok(out)
+    }
+}
+
+// === Encoding ===
+
+/// JSON bytes of a record.
+fn encode<T: Serialize>(
+    table: &'static str,
+    key: impl Display,
+    value: &T,
+) -> Result<Vec<u8>, StoreError> {
+    // Cannot fail for the record types (string map keys only); reported, not unwrapped.
+    serde_json::to_vec(value).map_err(|error| {
+        StoreError::Database(format!("cannot encode {table} record {key}: {error}"))
+    })
+}
+
+/// A record from its JSON bytes; [`StoreError::Corrupt`] naming table and key when it does not
+/// decode.
+fn decode<T: DeserializeOwned>(
+    table: &'static str,
+    key: impl Display,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|error| StoreError::Corrupt {
+        table,
+        key: key.to_string(),
+        message: error.to_string(),
+    })
+}
+
+/// Now, as RFC 3339 UTC with milliseconds, like event timestamps.
+fn now_rfc3339() -> String {
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    OffsetDateTime::now_utc()
+        .format(&format)
+        .expect("a UTC timestamp always formats")
+}
+
+#[cfg(test)]
+mod tests;
