@@ -528,6 +528,11 @@ impl Store {
 /// `mappings list`). It may be opened while the daemon's [`Store`] has the file open, and each
 /// call sees every transaction committed before it (a fresh read snapshot per call). Same
 /// semantics as the [`Store`] methods of the same names.
+///
+/// A read-only open cannot verify the file (redb checks integrity only when a writer opens
+/// it), and redb may panic on a damaged page. Every read of a `StoreReader` therefore turns
+/// such a panic into [`StoreError::Corrupt`] instead of unwinding into the caller (the panic
+/// hook still prints its message on stderr).
 pub struct StoreReader {
     db: ReadOnlyDatabase,
 }
@@ -542,12 +547,13 @@ impl StoreReader {
     /// database, or was left unclean by a crashed writer that is not running (redb's
     /// `RepairAborted`: the next [`Store::open`] repairs it).
     pub fn open(path: &Path) -> Result<StoreReader, StoreError> {
-        let db = builder(READER_CACHE_BYTES)
-            .open_read_only(path)
-            .map_err(|source| StoreError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
+        let opened = guarded("(header)", path.display(), || {
+            Ok(builder(READER_CACHE_BYTES).open_read_only(path))
+        })?;
+        let db = opened.map_err(|source| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(StoreReader { db })
     }
 
@@ -557,7 +563,9 @@ impl StoreReader {
     ///
     /// As [`Store::get_run`].
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        read::get_run(&self.db.begin_read()?, run_id)
+        guarded("runs", run_id, || {
+            read::get_run(&self.db.begin_read()?, run_id)
+        })
     }
 
     /// See [`Store::list_runs`].
@@ -566,7 +574,9 @@ impl StoreReader {
     ///
     /// As [`Store::list_runs`].
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
-        read::list_runs(&self.db.begin_read()?, limit)
+        guarded("runs", "(all)", || {
+            read::list_runs(&self.db.begin_read()?, limit)
+        })
     }
 
     /// See [`Store::events_after`].
@@ -580,7 +590,9 @@ impl StoreReader {
         after: u64,
         limit: usize,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        read::events_after(&self.db.begin_read()?, run_id, after, limit)
+        guarded("events", run_id, || {
+            read::events_after(&self.db.begin_read()?, run_id, after, limit)
+        })
     }
 
     /// See [`Store::mapping_proposals`].
@@ -589,8 +601,33 @@ impl StoreReader {
     ///
     /// As [`Store::mapping_proposals`].
     pub fn mapping_proposals(&self) -> Result<Vec<MappingProposal>, StoreError> {
-        read::mapping_proposals(&self.db.begin_read()?)
+        guarded("mapping_proposals", "(all)", || {
+            read::mapping_proposals(&self.db.begin_read()?)
+        })
     }
+}
+
+/// Runs a read of a [`StoreReader`], turning a panic inside redb (a damaged page it did not
+/// expect) into [`StoreError::Corrupt`] naming `table` and `key`.
+fn guarded<T>(
+    table: &'static str,
+    key: impl Display,
+    read: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    // Unwind safety: on a panic, nothing of the read is used; the handle's later reads either
+    // work or panic again and are caught again.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|payload| {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        Err(StoreError::Corrupt {
+            table,
+            key: key.to_string(),
+            message: format!("the store file is damaged (redb panicked: {detail})"),
+        })
+    })
 }
 
 // === Reads shared by Store and StoreReader ===
