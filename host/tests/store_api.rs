@@ -504,6 +504,42 @@ fn reader_sees_commits_of_an_open_writer() {
     ok(store.append_events(&[text(&id, 4)]));
 }
 
+/// The real arrangement of DESIGN §3: the daemon's process writes, a `runs list` process reads.
+/// The test binary re-runs itself as the reading process.
+#[test]
+fn reader_in_another_process_sees_the_writers_commits() {
+    const CHILD: &str = "STORE_API_READER_CHILD_DB";
+    if let Some(path) = std::env::var_os(CHILD) {
+        let reader = ok(StoreReader::open(Path::new(&path)));
+        let run = ok(reader.get_run(&run_id(1))).expect("run");
+        println!("child-saw last_seq={}", run.last_seq);
+        return;
+    }
+    let dir = Dir::new();
+    let store = dir.store();
+    let id = run_id(1);
+    ok(store.create_run(&new_run(&id, RunState::Running)));
+    for round in 1..=2u64 {
+        ok(store.append_events(&[text(&id, round)]));
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "reader_in_another_process_sees_the_writers_commits",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, &dir.db)
+            .output()
+            .expect("child runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("child-saw last_seq={round}")),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn writer_can_open_beside_an_existing_reader() {
     let dir = Dir::new();
