@@ -1,1 +1,58 @@
-//! (being written for issue 3: see ARCHITECTURE.md)
+//! The gateway's configuration file and directories (issue 3 part 2; DESIGN §3, §6, §8, §9).
+//!
+//! # Where
+//!
+//! `review-agent-gateway --config PATH` (the file must exist), else `config.toml` in the config
+//! dir of [`Paths`] — `~/.config/review-agent-gateway/config.toml` on Linux, or
+//! `$REVIEW_AGENT_GATEWAY_HOME/config/config.toml` when that variable is set. A missing default
+//! file means: all defaults.
+//!
+//! # Format
+//!
+//! TOML with **snake_case keys**, the idiom of TOML files (the wire protocol's camelCase names,
+//! such as `maxConcurrentReviews`, are the JSON spelling of the same limits). Every key is
+//! optional; an unknown key is an error, so a typo never goes unnoticed.
+//!
+//! ```toml
+//! port = 4317                  # loopback TCP port (draft §3)
+//! bind = "127.0.0.1"           # non-loopback needs `serve --allow-remote` and a token
+//! allowed_origins = ["https://gitlab.com", "https://gitlab.example.com:8443"]
+//! rules_dirs = ["/home/me/review-rules"]   # relative paths: against this file's directory
+//! event_retention_hours = 24
+//!
+//! [limits]
+//! max_context_tokens = 200000
+//! max_concurrent_reviews = 2
+//! max_tool_calls_per_run = 60
+//!
+//! [[mappings]]                 # confirmed mappings only (DESIGN §6)
+//! gitlab_origin = "https://gitlab.example.com"
+//! project_path = "group/subgroup/project"
+//! local_path = "/home/me/src/project"      # absolute
+//! default_ref = "main"                     # optional, default "main"
+//!
+//! [[providers]]                # no keys here: keys live in the OS keyring (DESIGN §8)
+//! id = "local-openai"
+//! kind = "openai-compatible"   # or "anthropic"
+//! base_url = "http://127.0.0.1:11434/v1"
+//! model = "qwen2.5-coder:14b"  # optional
+//! context_window = 32768       # optional
+//! ```
+//!
+//! Origins (`allowed_origins`, `gitlab_origin`) are `http(s)://host[:port]` with no path or
+//! trailing slash, compared in the normal form of [`normalize_origin`]. A provider entry with a
+//! key named like a credential (`api_key`, `token`, `secret`, ...) is refused with a pointer to
+//! the keyring. Errors name the file, the key and the line:
+//! `config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32`.
+
+mod edit;
+mod error;
+mod file;
+mod origin;
+mod paths;
+
+pub use edit::{add_mapping, remove_mapping};
+pub use error::ConfigError;
+pub use file::{Config, Limits, LoadedConfig, Mapping, ProviderConfig, ProviderKind};
+pub use origin::normalize_origin;
+pub use paths::Paths;

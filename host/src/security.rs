@@ -1,1 +1,17 @@
-//! (being written for issue 3: see ARCHITECTURE.md)
+//! The loopback security model (DESIGN §9, draft §13; issue 3 part 8): the local bearer token
+//! file, and the pure `Host` / `Origin` / `Authorization` policy functions the transports apply
+//! to every request.
+//!
+//! **Invariant:** the policy functions do no I/O and hold no state; the token never appears in a
+//! `Debug` or `Display` rendering.
+
+mod error;
+pub(crate) mod fs;
+mod host;
+mod origin;
+mod token;
+
+pub use error::SecurityError;
+pub use host::host_allowed;
+pub use origin::origin_allowed;
+pub use token::{Token, bearer_token};

@@ -1,0 +1,719 @@
+//! The configuration file: its serde types, parsing, checking, and positions for errors.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml_edit::{Item, Value};
+
+use super::{ConfigError, Paths, normalize_origin};
+
+/// The gateway's configuration (DESIGN §3, §6, §8, §9; issue 3 part 2). Every key is optional;
+/// see the `config` module docs for the file format.
+///
+/// A `Config` obtained from [`Config::parse`] or [`Config::load`] is checked and normalized:
+/// origins are in the form of [`normalize_origin`], project paths have no leading or trailing
+/// `/`, relative `rules_dirs` are resolved against the config file's directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// TCP port of the daemon on the loopback interface (draft §3). Default 4317.
+    pub port: u16,
+    /// Address the daemon binds. Default `127.0.0.1`; a non-loopback address is refused by
+    /// `serve` unless `--allow-remote` and a token are given (DESIGN §3).
+    pub bind: IpAddr,
+    /// GitLab origins allowed to call the gateway from a browser (CORS, DESIGN §9), e.g.
+    /// `https://gitlab.com`.
+    pub allowed_origins: Vec<String>,
+    /// Confirmed repository mappings (draft §6, DESIGN §6).
+    pub mappings: Vec<Mapping>,
+    /// Model providers, without keys (DESIGN §8).
+    pub providers: Vec<ProviderConfig>,
+    /// Extra directories of rule-set TOML files, loaded after the config dir's `rules/`.
+    pub rules_dirs: Vec<PathBuf>,
+    /// Hard limits reported by `GET /v1/capabilities` and enforced by the engine (draft §5).
+    pub limits: Limits,
+    /// How long a run's event log is kept after it ends, in hours (DESIGN §5). Default 24.
+    pub event_retention_hours: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 4317,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            allowed_origins: Vec::new(),
+            mappings: Vec::new(),
+            providers: Vec::new(),
+            rules_dirs: Vec::new(),
+            limits: Limits::default(),
+            event_retention_hours: 24,
+        }
+    }
+}
+
+/// One confirmed mapping from a GitLab project to a local repository (`[[mappings]]`, draft §6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mapping {
+    /// The GitLab instance, e.g. `https://gitlab.example.com` (normalized on load).
+    pub gitlab_origin: String,
+    /// The project's full path, e.g. `group/subgroup/project` (case-sensitive).
+    pub project_path: String,
+    /// Absolute path of the local work tree or bare repository. Never sent to a model or in an
+    /// event (DESIGN §6).
+    pub local_path: PathBuf,
+    /// Branch reviewed when a request names none. Default `main`.
+    #[serde(default = "default_ref")]
+    pub default_ref: String,
+}
+
+fn default_ref() -> String {
+    "main".to_owned()
+}
+
+/// A model provider (`[[providers]]`, DESIGN §8). Keys are not configured here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// The `providerId` requests use, e.g. `local-openai`. Letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    /// The implementation.
+    pub kind: ProviderKind,
+    /// Base URL of the API, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// Model name sent to the provider, if it needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model's context window in tokens, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+}
+
+/// [`ProviderConfig::kind`]. TOML form: `"openai-compatible"` or `"anthropic"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// OpenAI's chat-completions API and servers that imitate it (Ollama, llama.cpp, vLLM, LM
+    /// Studio).
+    OpenaiCompatible,
+    /// Anthropic's messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    /// The wire name, as in `GET /v1/capabilities` (draft §5).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenaiCompatible => "openai-compatible",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// `[limits]` (draft §5 `limits`). Each must be at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest model context, in tokens. Default 200000.
+    pub max_context_tokens: u64,
+    /// Reviews that may run at the same time. Default 2.
+    pub max_concurrent_reviews: u32,
+    /// Upper bound for a run's tool calls. Default 60.
+    pub max_tool_calls_per_run: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_context_tokens: 200_000,
+            max_concurrent_reviews: 2,
+            max_tool_calls_per_run: 60,
+        }
+    }
+}
+
+impl From<Limits> for crate::protocol::Limits {
+    fn from(limits: Limits) -> Self {
+        crate::protocol::Limits {
+            max_context_tokens: limits.max_context_tokens,
+            max_concurrent_reviews: limits.max_concurrent_reviews,
+            max_tool_calls_per_run: limits.max_tool_calls_per_run,
+        }
+    }
+}
+
+/// A checked [`Config`] and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    // Invariant: `config` passed `Config::parse` (or is `Config::default()`).
+    config: Config,
+    path: PathBuf,
+    from_file: bool,
+}
+
+impl LoadedConfig {
+    /// The checked configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The config file's path (also when it does not exist and defaults are in use): the file
+    /// `mappings add|remove` edit.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the file existed (`false`: built-in defaults).
+    pub fn from_file(&self) -> bool {
+        self.from_file
+    }
+
+    /// The mapping for a GitLab project, see [`Config::find_mapping`].
+    pub fn find_mapping(&self, gitlab_origin: &str, project_path: &str) -> Option<&Mapping> {
+        self.config.find_mapping(gitlab_origin, project_path)
+    }
+
+    /// Take the configuration out.
+    pub fn into_config(self) -> Config {
+        self.config
+    }
+}
+
+impl Config {
+    /// Load the configuration: the `--config` file if `path` is given, else
+    /// `<config dir>/config.toml` of [`Paths::discover`].
+    ///
+    /// # Errors
+    /// - [`ConfigError::NotFound`]: `path` was given and does not exist (the default file may be
+    ///   missing: then the defaults apply);
+    /// - [`ConfigError::Read`]: the file cannot be read or is not UTF-8;
+    /// - [`ConfigError::Invalid`] / [`ConfigError::SecretInConfig`]: see [`Config::parse`];
+    /// - [`ConfigError::NoHomeDirectory`]: no `path`, and no directory could be determined.
+    pub fn load(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+        let (path, must_exist) = match path {
+            Some(p) => (p.to_owned(), true),
+            None => (Paths::discover()?.config_file(), false),
+        };
+        match read_config_text(&path)? {
+            Some(text) => Ok(LoadedConfig {
+                config: Config::parse(&text, &path)?,
+                path,
+                from_file: true,
+            }),
+            None if must_exist => Err(ConfigError::NotFound { path }),
+            None => Ok(LoadedConfig {
+                config: Config::default(),
+                path,
+                from_file: false,
+            }),
+        }
+    }
+
+    /// Parse and check the text of a config file; `path` names the file in errors and anchors
+    /// relative `rules_dirs`.
+    ///
+    /// # Errors
+    /// - [`ConfigError::SecretInConfig`]: a `[[providers]]` entry has a key named like a secret
+    ///   (`key`, `api_key`, `token`, `secret`, `password`, `*_key`, `*_token`, ...);
+    /// - [`ConfigError::Invalid`]: TOML syntax, an unknown key, a wrong type, or a value that
+    ///   does not check (origin, port 0, bind address, provider URL or id, project path,
+    ///   relative `local_path`, zero limit, duplicate mapping or provider id). The error names
+    ///   the key and its 1-based line.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let at = Positions { text, path };
+        let doc = toml_edit::Document::parse(text)
+            .map_err(|e| at.invalid(e.span(), None, e.message().trim_end()))?;
+        check_no_secrets(&doc, &at)?;
+        let mut config: Config = toml::from_str(text).map_err(|e| {
+            let key = e
+                .span()
+                .and_then(|span| path_at(doc.as_item(), span.start))
+                .map(|segs| render_path(&segs));
+            at.invalid(e.span(), key, e.message().trim_end())
+        })?;
+        if let Err((segs, message)) = config.check_and_normalize(path) {
+            let span = span_of(doc.as_item(), &segs);
+            return Err(at.invalid(span, Some(render_path(&segs)), &message));
+        }
+        Ok(config)
+    }
+
+    /// The mapping for a GitLab project: `gitlab_origin` compared in normal form (a trailing
+    /// `/` is ignored), `project_path` compared case-sensitively with leading and trailing `/`
+    /// ignored. `None` when nothing matches or the origin is not valid.
+    pub fn find_mapping(&self, gitlab_origin: &str, project_path: &str) -> Option<&Mapping> {
+        let origin =
+            normalize_origin(gitlab_origin.strip_suffix('/').unwrap_or(gitlab_origin)).ok()?;
+        let project = project_path.trim_matches('/');
+        self.mappings
+            .iter()
+            .find(|m| m.gitlab_origin == origin && m.project_path == project)
+    }
+
+    /// Check every value and bring origins, project paths and rules dirs to normal form.
+    /// On failure: the key path of the offending value and a message.
+    fn check_and_normalize(&mut self, path: &Path) -> Result<(), (Vec<Seg>, String)> {
+        fn at<const N: usize>(segs: [Seg; N], message: String) -> (Vec<Seg>, String) {
+            (segs.into(), message)
+        }
+        if self.port == 0 {
+            return Err(at(
+                [key("port")],
+                "port 0 is not allowed: give a TCP port between 1 and 65535".into(),
+            ));
+        }
+        for (i, origin) in self.allowed_origins.iter_mut().enumerate() {
+            *origin = normalize_origin(origin).map_err(|m| {
+                at(
+                    [key("allowed_origins"), Seg::Index(i)],
+                    format!("invalid origin `{origin}`: {m}"),
+                )
+            })?;
+        }
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for (i, m) in self.mappings.iter_mut().enumerate() {
+            let field = |name: &str| [key("mappings"), Seg::Index(i), key(name)];
+            m.gitlab_origin = normalize_origin(&m.gitlab_origin).map_err(|e| {
+                at(
+                    field("gitlab_origin"),
+                    format!("invalid origin `{}`: {e}", m.gitlab_origin),
+                )
+            })?;
+            m.project_path =
+                check_project_path(&m.project_path).map_err(|e| at(field("project_path"), e))?;
+            if !m.local_path.is_absolute() {
+                return Err(at(
+                    field("local_path"),
+                    format!(
+                        "`{}` is not an absolute path; repository paths must be absolute",
+                        m.local_path.display()
+                    ),
+                ));
+            }
+            check_ref(&m.default_ref).map_err(|e| at(field("default_ref"), e))?;
+            let id = (m.gitlab_origin.clone(), m.project_path.clone());
+            if seen.contains(&id) {
+                return Err(at(
+                    [key("mappings"), Seg::Index(i)],
+                    format!(
+                        "a second mapping for {} {}; keep one",
+                        m.gitlab_origin, m.project_path
+                    ),
+                ));
+            }
+            seen.push(id);
+        }
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, p) in self.providers.iter().enumerate() {
+            let field = |name: &str| [key("providers"), Seg::Index(i), key(name)];
+            check_provider_id(&p.id).map_err(|e| at(field("id"), e))?;
+            if ids.contains(&p.id.as_str()) {
+                return Err(at(
+                    field("id"),
+                    format!("a second provider with id `{}`", p.id),
+                ));
+            }
+            ids.push(&p.id);
+            check_base_url(&p.base_url).map_err(|e| at(field("base_url"), e))?;
+            if p.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+                return Err(at(field("model"), "the model name is empty".into()));
+            }
+            if p.context_window == Some(0) {
+                return Err(at(
+                    field("context_window"),
+                    "must be at least 1 token".into(),
+                ));
+            }
+        }
+        let base = path.parent().unwrap_or(Path::new(""));
+        for (i, dir) in self.rules_dirs.iter_mut().enumerate() {
+            if dir.as_os_str().is_empty() {
+                return Err(at(
+                    [key("rules_dirs"), Seg::Index(i)],
+                    "the path is empty".into(),
+                ));
+            }
+            if dir.is_relative() {
+                *dir = base.join(&*dir);
+            }
+        }
+        let limits = [
+            ("max_context_tokens", self.limits.max_context_tokens),
+            (
+                "max_concurrent_reviews",
+                u64::from(self.limits.max_concurrent_reviews),
+            ),
+            (
+                "max_tool_calls_per_run",
+                u64::from(self.limits.max_tool_calls_per_run),
+            ),
+        ];
+        for (name, value) in limits {
+            if value == 0 {
+                return Err(at([key("limits"), key(name)], "must be at least 1".into()));
+            }
+        }
+        if self.event_retention_hours == 0 {
+            return Err(at(
+                [key("event_retention_hours")],
+                "must be at least 1 hour".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Read the file, `None` if it does not exist.
+fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Check a GitLab project path and return it without leading or trailing `/`.
+pub(crate) fn check_project_path(project: &str) -> Result<String, String> {
+    let trimmed = project.trim_matches('/');
+    if trimmed.is_empty() {
+        return Err("the project path is empty; write it as group/project".into());
+    }
+    let ok = trimmed.split('/').all(|seg| {
+        !seg.is_empty()
+            && seg != "."
+            && seg != ".."
+            && seg
+                .chars()
+                .all(|c| !c.is_whitespace() && !c.is_control() && !matches!(c, '\\' | '?' | '#'))
+    });
+    if !ok {
+        return Err(format!(
+            "`{project}` is not a GitLab project path such as group/subgroup/project"
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// A default ref: non-empty, no whitespace or control characters.
+pub(crate) fn check_ref(reference: &str) -> Result<(), String> {
+    if reference.is_empty()
+        || reference
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "`{reference}` is not a branch name (non-empty, no spaces)"
+        ));
+    }
+    Ok(())
+}
+
+fn check_provider_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "`{id}` is not a provider id (letters, digits, `.`, `_`, `-`)"
+        ));
+    }
+    if id == "builtin" {
+        return Err("`builtin` is the embedded rules-only provider; choose another id".into());
+    }
+    Ok(())
+}
+
+fn check_base_url(url: &str) -> Result<(), String> {
+    let origin_end = url
+        .find("://")
+        .map(|i| i + 3)
+        .and_then(|start| url[start..].find(['/', '?', '#']).map(|j| start + j))
+        .unwrap_or(url.len());
+    normalize_origin(&url[..origin_end])
+        .map(|_| ())
+        .map_err(|e| format!("invalid URL `{url}`: {e}"))?;
+    if url[origin_end..].contains(char::is_whitespace) {
+        return Err(format!("invalid URL `{url}`: it contains whitespace"));
+    }
+    Ok(())
+}
+
+// === Secrets ===
+
+/// Whether a provider key is named like a credential.
+fn is_secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase().replace('-', "_");
+    const EXACT: [&str; 9] = [
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "bearer",
+        "authorization",
+        "credentials",
+    ];
+    EXACT.contains(&name.as_str())
+        || ["_key", "apikey", "_token", "_secret", "_password"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
+}
+
+fn check_no_secrets(
+    doc: &toml_edit::Document<&str>,
+    at: &Positions<'_>,
+) -> Result<(), ConfigError> {
+    let Some(providers) = doc.as_table().get("providers") else {
+        return Ok(());
+    };
+    for (i, entry) in entries(providers).into_iter().enumerate() {
+        for (name, key_span) in entry {
+            if is_secret_name(&name) {
+                let (line, _) = at.line_col(key_span.map_or(0, |s| s.start));
+                return Err(ConfigError::SecretInConfig {
+                    path: at.path.to_owned(),
+                    key: render_path(&[self::key("providers"), Seg::Index(i), Seg::Key(name)]),
+                    line,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Keys (and their spans) of each table in an array of tables or array of inline tables.
+fn entries(item: &Item) -> Vec<Vec<(String, Option<Range<usize>>)>> {
+    match item {
+        Item::ArrayOfTables(array) => array
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(|(k, _)| (k.to_owned(), t.key(k).and_then(|k| k.span())))
+                    .collect()
+            })
+            .collect(),
+        Item::Value(Value::Array(array)) => array
+            .iter()
+            .map(|v| match v {
+                Value::InlineTable(t) => t
+                    .iter()
+                    .map(|(k, _)| (k.to_owned(), t.key(k).and_then(|k| k.span())))
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+// === Positions ===
+
+/// One step of a key path: a table key or an array index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn key(name: &str) -> Seg {
+    Seg::Key(name.to_owned())
+}
+
+/// `limits.max_concurrent_reviews`, `providers[0].api_key`.
+fn render_path(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in segs {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// The children of a table-like or array-like item, with each child's key span.
+fn children(item: &Item) -> Vec<(Seg, Option<Range<usize>>, ItemRef<'_>)> {
+    match item {
+        Item::Table(t) => t
+            .iter()
+            .map(|(k, v)| (key(k), t.key(k).and_then(|k| k.span()), ItemRef::Item(v)))
+            .collect(),
+        Item::ArrayOfTables(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (Seg::Index(i), None, ItemRef::Table(t)))
+            .collect(),
+        Item::Value(v) => value_children(v),
+        Item::None => Vec::new(),
+    }
+}
+
+fn value_children(value: &Value) -> Vec<(Seg, Option<Range<usize>>, ItemRef<'_>)> {
+    match value {
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (Seg::Index(i), None, ItemRef::Value(v)))
+            .collect(),
+        Value::InlineTable(t) => t
+            .iter()
+            .filter_map(|(k, _)| {
+                let (key_ref, item) = t.get_key_value(k)?;
+                let v = item.as_value()?;
+                Some((key(k), key_ref.span(), ItemRef::Value(v)))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A node of the document: an item, a table of an array of tables, or a value.
+#[derive(Clone, Copy)]
+enum ItemRef<'a> {
+    Item(&'a Item),
+    Table(&'a toml_edit::Table),
+    Value(&'a Value),
+}
+
+impl<'a> ItemRef<'a> {
+    fn span(self) -> Option<Range<usize>> {
+        match self {
+            ItemRef::Item(i) => i.span(),
+            ItemRef::Table(t) => t.span(),
+            ItemRef::Value(v) => v.span(),
+        }
+    }
+
+    fn children(self) -> Vec<(Seg, Option<Range<usize>>, ItemRef<'a>)> {
+        match self {
+            ItemRef::Item(i) => children(i),
+            ItemRef::Table(t) => t
+                .iter()
+                .map(|(k, v)| (key(k), t.key(k).and_then(|k| k.span()), ItemRef::Item(v)))
+                .collect(),
+            ItemRef::Value(v) => value_children(v),
+        }
+    }
+}
+
+/// The deepest key path whose key or value covers `offset`.
+fn path_at(root: &Item, offset: usize) -> Option<Vec<Seg>> {
+    fn walk(node: ItemRef<'_>, offset: usize) -> Option<Vec<Seg>> {
+        for (seg, key_span, child) in node.children() {
+            if let Some(mut rest) = walk(child, offset) {
+                rest.insert(0, seg);
+                return Some(rest);
+            }
+            let covers = |s: Option<Range<usize>>| s.is_some_and(|s| s.contains(&offset));
+            if covers(key_span) || covers(child.span()) {
+                return Some(vec![seg]);
+            }
+        }
+        None
+    }
+    walk(ItemRef::Item(root), offset)
+}
+
+/// The span of the value at a key path (or of its key, or of the nearest ancestor with one).
+fn span_of(root: &Item, segs: &[Seg]) -> Option<Range<usize>> {
+    let mut node = ItemRef::Item(root);
+    let mut best = None;
+    for seg in segs {
+        let (_, key_span, child) = node.children().into_iter().find(|(s, _, _)| s == seg)?;
+        best = child.span().or(key_span).or(best);
+        node = child;
+    }
+    best
+}
+
+/// Turns byte offsets of one file into lines and errors.
+struct Positions<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Positions<'_> {
+    /// 1-based line and column (in characters) of a byte offset.
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        let bytes = self.text.as_bytes();
+        let before = &bytes[..offset.min(bytes.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        (line, column)
+    }
+
+    fn invalid(
+        &self,
+        span: Option<Range<usize>>,
+        key: Option<String>,
+        message: &str,
+    ) -> ConfigError {
+        let (line, column) = self.line_col(span.map_or(0, |s| s.start));
+        ConfigError::Invalid {
+            path: self.path.to_owned(),
+            key,
+            line,
+            column,
+            message: message.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for name in [
+            "key",
+            "api_key",
+            "API-KEY",
+            "apiKey",
+            "token",
+            "access_token",
+            "client_secret",
+            "password",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in [
+            "id",
+            "kind",
+            "base_url",
+            "model",
+            "context_window",
+            "max_tokens",
+            "keyring",
+        ] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn paths_render() {
+        assert_eq!(
+            render_path(&[key("providers"), Seg::Index(0), key("api_key")]),
+            "providers[0].api_key"
+        );
+    }
+}
