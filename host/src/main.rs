@@ -32,6 +32,63 @@ enum Command {
     /// Inspect the loaded rule sets.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Show or rotate the local bearer token that browsers and the userscript present
+    /// (`Authorization: Bearer`). It lives in the state dir's `token` file, mode 0600.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// List, add or remove confirmed repository mappings (GitLab project → local clone) in the
+    /// config file, keeping its comments.
+    #[command(subcommand)]
+    Mappings(MappingsCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Print the token (creating it on first use), to paste into the userscript's settings.
+    Show,
+    /// Replace the token with a new random one and print it. Clients using the old one are
+    /// refused from then on.
+    Rotate,
+}
+
+#[derive(Subcommand)]
+enum MappingsCommand {
+    /// List the confirmed mappings of the config file.
+    List {
+        /// The config file (default: config.toml in the config dir).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Map a GitLab project to a local git work tree or bare repository.
+    Add {
+        /// The GitLab instance, e.g. https://gitlab.com (scheme, host and optional port).
+        #[arg(long)]
+        gitlab_origin: String,
+        /// The project's full path, e.g. group/subgroup/project.
+        #[arg(long)]
+        project_path: String,
+        /// The local clone (work tree or bare repository).
+        #[arg(long)]
+        local_path: PathBuf,
+        /// The branch reviewed when a request names none.
+        #[arg(long, default_value = "main")]
+        default_ref: String,
+        /// The config file to edit (default: config.toml in the config dir; created if missing).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Remove the mapping of a GitLab project.
+    Remove {
+        /// The GitLab instance, e.g. https://gitlab.com.
+        #[arg(long)]
+        gitlab_origin: String,
+        /// The project's full path, e.g. group/subgroup/project.
+        #[arg(long)]
+        project_path: String,
+        /// The config file to edit (default: config.toml in the config dir).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -141,6 +198,8 @@ fn main() -> ExitCode {
         Command::Rules(RulesCommand::List { rules_dirs, format }) => {
             rules_list(&rules_dirs, format)
         }
+        Command::Token(command) => token_command(command),
+        Command::Mappings(command) => mappings_command(command),
     }
 }
 
@@ -307,4 +366,137 @@ fn fail(error: &GatewayError) -> ExitCode {
     eprintln!("error[{}]: {}", error.code, error.message);
     eprintln!("  remediation: {}", error.remediation);
     ExitCode::from(2)
+}
+
+// === token and mappings (issue 3: local administration) ===
+
+fn token_command(command: TokenCommand) -> ExitCode {
+    use review_agent_gateway::security::Token;
+    let paths = match review_agent_gateway::config::Paths::discover() {
+        Ok(paths) => paths,
+        Err(error) => return fail(&error.into()),
+    };
+    let path = paths.token_file();
+    let token = match command {
+        TokenCommand::Show => Token::load_or_create(&path),
+        TokenCommand::Rotate => Token::rotate(&path),
+    };
+    match token {
+        Ok(token) => {
+            println!("{}", token.expose_secret());
+            if let TokenCommand::Rotate = command {
+                eprintln!(
+                    "New token written to {}. Paste it into the userscript's settings; a running \
+                     daemon takes it when it restarts.",
+                    path.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(&error.into()),
+    }
+}
+
+/// The config file `--config` names, else the default one.
+fn config_path(config: Option<PathBuf>) -> Result<PathBuf, GatewayError> {
+    match config {
+        Some(path) => Ok(path),
+        None => Ok(review_agent_gateway::config::Paths::discover()?.config_file()),
+    }
+}
+
+fn mappings_command(command: MappingsCommand) -> ExitCode {
+    match mappings(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error),
+    }
+}
+
+fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
+    use review_agent_gateway::config::{self, Config, ConfigError, Mapping};
+    use review_agent_gateway::error::codes;
+    match command {
+        MappingsCommand::List { config } => {
+            let loaded = Config::load(config.as_deref())?;
+            // Confirmed mappings only. Pending proposals from browsers
+            // (`POST /v1/repository-mappings`, DESIGN §6) live in the store and are listed here
+            // by the store's engineer later.
+            let mappings = &loaded.config().mappings;
+            if mappings.is_empty() {
+                eprintln!("No repository mappings in {}.", loaded.path().display());
+            }
+            for m in mappings {
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    m.gitlab_origin,
+                    m.project_path,
+                    m.local_path.display(),
+                    m.default_ref
+                );
+            }
+            Ok(())
+        }
+        MappingsCommand::Add {
+            gitlab_origin,
+            project_path,
+            local_path,
+            default_ref,
+            config,
+        } => {
+            let path = config_path(config)?;
+            let local_path = std::fs::canonicalize(&local_path).map_err(|_| {
+                GatewayError::from(ConfigError::LocalPathMissing {
+                    local_path: local_path.clone(),
+                    problem: "does not exist",
+                })
+            })?;
+            if let Err(error) = review_agent_gateway::repo::Repository::open(&local_path) {
+                return Err(GatewayError::new(
+                    codes::REPOSITORY_NOT_FOUND,
+                    error.to_string(),
+                    "Give the directory of a local clone (git work tree or bare repository) of \
+                     the project.",
+                ));
+            }
+            let mapping = Mapping {
+                gitlab_origin,
+                project_path,
+                local_path,
+                default_ref,
+            };
+            config::add_mapping(&path, mapping.clone())?;
+            println!(
+                "Mapped {} {} to {} (default ref {}) in {}.",
+                mapping.gitlab_origin,
+                mapping.project_path.trim_matches('/'),
+                mapping.local_path.display(),
+                mapping.default_ref,
+                path.display()
+            );
+            Ok(())
+        }
+        MappingsCommand::Remove {
+            gitlab_origin,
+            project_path,
+            config,
+        } => {
+            let path = config_path(config)?;
+            if config::remove_mapping(&path, &gitlab_origin, &project_path)? {
+                println!(
+                    "Removed the mapping of {gitlab_origin} {project_path} from {}.",
+                    path.display()
+                );
+                Ok(())
+            } else {
+                Err(GatewayError::new(
+                    codes::REPOSITORY_NOT_MAPPED,
+                    format!(
+                        "{} has no mapping for {gitlab_origin} {project_path}",
+                        path.display()
+                    ),
+                    "Run `review-agent-gateway mappings list` to see the mapped projects.",
+                ))
+            }
+        }
+    }
 }
