@@ -1,1 +1,855 @@
-//! (being written for issue 3: see ARCHITECTURE.md)
+//! The Gateway engine (DESIGN §2, §3, §5): runs, their durable event logs, idempotency,
+//! concurrency limits, cancellation and resume. Transports call it; it knows no transport.
+//!
+//! **Invariant:** an event is committed to the store before any subscriber can see it.
+//! Subscribers never receive events from memory: they read the store by cursor and are woken
+//! by a per-run `watch` channel carrying the last committed `seq`, so a slow subscriber costs
+//! the daemon nothing but its cursor (no unbounded buffers).
+//!
+//! Decisions:
+//! - **Excess reviews queue.** Over `maxConcurrentReviews`, a new run emits
+//!   `stage.changed {stage: "queued"}` and waits for a slot (it can be cancelled while it
+//!   waits); nothing is refused, so a page that fires several reviews gets them all.
+//! - **Resume re-runs the deterministic stages** from `resolve` with the run's own sequence
+//!   continuing, and never re-emits a finding whose fingerprint the run already emitted.
+//! - **Shutdown** waits a few seconds for running reviews to finish (rules reviews take well
+//!   under a second); what still runs then is marked `interrupted`, resumable after restart.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::Stream;
+use serde::Serialize;
+use tokio::sync::{Notify, Semaphore, watch};
+
+use crate::config::{Config, LoadedConfig};
+use crate::error::{GatewayError, codes};
+use crate::protocol::{
+    AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health, Limits,
+    ProviderHealth, ProviderStatus, RepositoryMappingRequest, ReviewFinding, ReviewRequest,
+    RuleCapabilities, RunCreated, RunKind, RunState, Stage, StageChanged,
+};
+use crate::review::{self, ReviewOptions, RunControl, new_id};
+use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload_hash};
+
+/// Protocol version this gateway speaks (draft §14).
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// Events are committed in groups of at most this many (plus at every stage change and at
+/// the end): a group commit, DESIGN §5.
+const FLUSH_EVERY: usize = 64;
+
+/// What a transport gets back when it starts a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    /// The run's id.
+    pub run_id: String,
+    /// True when the same `requestId` and payload were seen before: this is the existing run
+    /// (draft §12), and its events replay from the start.
+    pub existing: bool,
+}
+
+/// The state of a run, enough to rebuild a UI after a page refresh (draft §9 `GET
+/// /v1/runs/:runId`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    /// The run's id.
+    pub run_id: String,
+    /// The client's `requestId`.
+    pub request_id: Option<String>,
+    /// `review` or `chat`.
+    pub kind: RunKind,
+    /// `queued`, `running`, `completed`, `failed`, `cancelled` or `interrupted`.
+    pub state: RunState,
+    /// The stage the run is in (or ended in).
+    pub stage: Option<Stage>,
+    /// Stages it finished, in order.
+    pub completed_stages: Vec<Stage>,
+    /// Every finding emitted so far, in order.
+    pub findings: Vec<ReviewFinding>,
+    /// Budget used: tool calls and model output tokens (0 without a model provider).
+    pub budget: Budget,
+    /// The run's error, when it failed.
+    pub error: Option<ErrorObject>,
+    /// The `seq` of its last stored event: the cursor to resume the event stream from.
+    pub last_seq: u64,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// RFC 3339 time of the last change.
+    pub updated_at: String,
+}
+
+/// Budget used by a run (draft §8 policy limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Model output tokens used.
+    pub output_tokens: u64,
+}
+
+/// A proposal's answer: it waits for local confirmation (DESIGN §6) and never says whether the
+/// path exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MappingProposed {
+    /// `mapping_<ULID>`, for `review-agent-gateway mappings confirm <id>`.
+    pub id: String,
+    /// Always `pending`.
+    pub status: &'static str,
+}
+
+/// The engine. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ConfigCell,
+    store: Store,
+    live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    slots: Arc<Semaphore>,
+    started: Instant,
+    gateway_version: String,
+    accepting: AtomicBool,
+}
+
+/// A run that has a task: its cancel flag and the channel that announces committed events.
+struct LiveRun {
+    cancel: Arc<AtomicBool>,
+    cancelled: Notify,
+    // Invariant: holds the seq of the last event committed to the store for this run.
+    committed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// The engine over `store` with `config`. Runs left `queued`/`running` by a previous
+    /// process become `interrupted` (resumable), and event logs older than the retention are
+    /// purged.
+    ///
+    /// # Errors
+    /// `store.unavailable` when the store cannot be updated.
+    pub fn open(
+        config: LoadedConfig,
+        store: Store,
+        gateway_version: &str,
+    ) -> Result<Gateway, GatewayError> {
+        let interrupted = store.mark_running_interrupted()?;
+        if !interrupted.is_empty() {
+            tracing::info!(
+                count = interrupted.len(),
+                "runs left running by the last process are now interrupted"
+            );
+        }
+        let gateway = Gateway {
+            inner: Arc::new(Inner {
+                slots: Arc::new(Semaphore::new(
+                    config.config().limits.max_concurrent_reviews.max(1) as usize,
+                )),
+                config: ConfigCell::new(config),
+                store,
+                live: Mutex::new(HashMap::new()),
+                started: Instant::now(),
+                gateway_version: gateway_version.to_owned(),
+                accepting: AtomicBool::new(true),
+            }),
+        };
+        gateway.purge()?;
+        Ok(gateway)
+    }
+
+    /// Drop event logs older than the configured retention (24 h by default).
+    ///
+    /// # Errors
+    /// `store.unavailable`.
+    pub fn purge(&self) -> Result<usize, GatewayError> {
+        let hours = self.config().event_retention_hours;
+        let cutoff = time::OffsetDateTime::now_utc() - time::Duration::hours(i64::from(hours));
+        let cutoff = cutoff
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| {
+                GatewayError::new(
+                    codes::INTERNAL,
+                    format!("cannot format the retention cutoff: {e}"),
+                    "Report this bug.",
+                )
+            })?;
+        Ok(self.inner.store.purge_events_older_than(&cutoff)?)
+    }
+
+    /// `GET /v1/health` data (draft §5).
+    pub fn health(&self) -> Health {
+        Health {
+            service: "review-agent-gateway".into(),
+            protocol_version: PROTOCOL_VERSION.into(),
+            gateway_version: self.inner.gateway_version.clone(),
+            uptime_seconds: self.inner.started.elapsed().as_secs(),
+            providers: self
+                .config()
+                .providers
+                .iter()
+                .map(|p| ProviderHealth {
+                    id: p.id.clone(),
+                    kind: p.kind.as_str().to_owned(),
+                    // Model clients come with the providers issue; until then a configured
+                    // provider cannot be used.
+                    status: ProviderStatus::NotConfigured,
+                })
+                .collect(),
+        }
+    }
+
+    /// `GET /v1/capabilities` data (draft §5), from the real configuration.
+    pub fn capabilities(&self) -> Capabilities {
+        let config = self.config();
+        let limits = &config.limits;
+        let mut providers: Vec<String> = config
+            .providers
+            .iter()
+            .map(|p| p.kind.as_str().to_owned())
+            .collect();
+        providers.sort();
+        providers.dedup();
+        Capabilities {
+            runtime: vec!["review".into(), "cancel".into(), "resume".into()],
+            tools: Vec::new(),
+            providers,
+            rules: RuleCapabilities {
+                custom: true,
+                versioning: true,
+            },
+            commands: CommandCapabilities { enabled: false },
+            limits: Limits {
+                max_context_tokens: limits.max_context_tokens,
+                max_concurrent_reviews: limits.max_concurrent_reviews,
+                max_tool_calls_per_run: limits.max_tool_calls_per_run,
+            },
+        }
+    }
+
+    /// `POST /v1/repository-mappings` (draft §6, DESIGN §6): record a proposal that becomes
+    /// active only when the user confirms it locally.
+    ///
+    /// # Errors
+    /// `request.invalid` for empty fields; `store.unavailable`.
+    pub fn propose_mapping(
+        &self,
+        req: RepositoryMappingRequest,
+        origin: Option<String>,
+    ) -> Result<MappingProposed, GatewayError> {
+        for (name, value) in [
+            ("gitlabOrigin", &req.gitlab_origin),
+            ("projectPath", &req.project_path),
+            ("localPath", &req.local_path),
+        ] {
+            if value.trim().is_empty() {
+                return Err(invalid(format!("`{name}` is empty")));
+            }
+        }
+        let proposal = MappingProposal {
+            id: new_id("mapping"),
+            gitlab_origin: req.gitlab_origin,
+            project_path: req.project_path,
+            local_path: req.local_path,
+            default_ref: req.default_ref,
+            proposed_at: review::now_rfc3339(),
+            origin,
+        };
+        self.inner.store.put_mapping_proposal(&proposal)?;
+        Ok(MappingProposed {
+            id: proposal.id,
+            status: "pending",
+        })
+    }
+
+    /// `POST /v1/reviews` (draft §8): validate, map the project to a local repository, apply
+    /// idempotency (draft §12), persist the run, and start it. Stream its events with
+    /// [`Gateway::subscribe`].
+    ///
+    /// # Errors
+    /// `request.invalid`, `repository.not_mapped`, `request.id_conflict` (HTTP 409),
+    /// `provider.not_configured`, `store.unavailable`, `gateway.shutting_down`.
+    pub fn start_review(&self, body: serde_json::Value) -> Result<Started, GatewayError> {
+        if !self.inner.accepting.load(Ordering::Relaxed) {
+            return Err(shutting_down());
+        }
+        let request: ReviewRequest = serde_json::from_value(body.clone())
+            .map_err(|e| invalid(format!("the review request is not valid: {e}")))?;
+        validate_review(&request)?;
+        let options = self.review_options(&request)?;
+
+        let hash = payload_hash(&body);
+        let run_id = new_id("run");
+        let record = IdempotencyRecord {
+            request_id: request.request_id.clone(),
+            payload_hash: hash.clone(),
+            run_id: run_id.clone(),
+            created_at: review::now_rfc3339(),
+        };
+        if let Some(existing) = self.inner.store.idempotency_put_if_absent(&record)? {
+            if existing.payload_hash == hash {
+                return Ok(Started {
+                    run_id: existing.run_id,
+                    existing: true,
+                });
+            }
+            return Err(GatewayError::new(
+                codes::REQUEST_ID_CONFLICT,
+                format!(
+                    "requestId `{}` was already used with a different payload",
+                    request.request_id
+                ),
+                "Use a new requestId for a different request (draft §12).",
+            ));
+        }
+        self.inner.store.create_run(&RunRecord::new(
+            run_id.clone(),
+            Some(request.request_id.clone()),
+            RunKind::Review,
+            RunState::Queued,
+            body,
+            review::now_rfc3339(),
+        ))?;
+        let mut control = RunControl::new(run_id.clone());
+        control.announce = false;
+        self.spawn(options, control, Some(request.request_id), true);
+        Ok(Started {
+            run_id,
+            existing: false,
+        })
+    }
+
+    /// `POST /v1/runs/:runId/resume` (draft §9): continue an `interrupted`, `cancelled` or
+    /// `failed` run with its own event sequence; findings it already emitted are not emitted
+    /// again. A run that is still going or completed is returned as it is.
+    ///
+    /// # Errors
+    /// `run.not_found`; `repository.not_mapped` when its mapping was removed meanwhile.
+    pub fn resume(&self, run_id: &str) -> Result<RunView, GatewayError> {
+        if !self.inner.accepting.load(Ordering::Relaxed) {
+            return Err(shutting_down());
+        }
+        let record = self.record(run_id)?;
+        let resumable = matches!(
+            record.state,
+            RunState::Interrupted | RunState::Cancelled | RunState::Failed
+        );
+        if !resumable || self.is_live(run_id) {
+            return self.run_view(run_id);
+        }
+        let request: ReviewRequest = serde_json::from_value(record.request.clone())
+            .map_err(|e| invalid(format!("the stored request of {run_id} is not valid: {e}")))?;
+        let options = self.review_options(&request)?;
+        self.inner.store.update_run(run_id, |r| {
+            r.state = RunState::Queued;
+            r.error = None;
+            r.finished_at = None;
+            r.updated_at = review::now_rfc3339();
+        })?;
+        let mut control = RunControl::new(run_id.to_owned());
+        control.last_seq = record.last_seq;
+        control.announce = false;
+        control.already_emitted = record
+            .emitted_fingerprints
+            .iter()
+            .cloned()
+            .collect::<HashSet<_>>();
+        self.spawn(options, control, record.request_id.clone(), false);
+        self.run_view(run_id)
+    }
+
+    /// `POST /v1/runs/:runId/cancel` (draft §9): stop the run's work promptly; it ends with
+    /// `run.cancelled`. Cancelling a finished run changes nothing.
+    ///
+    /// # Errors
+    /// `run.not_found`.
+    pub fn cancel(&self, run_id: &str) -> Result<RunView, GatewayError> {
+        self.record(run_id)?;
+        if let Some(live) = self.live(run_id) {
+            live.cancel.store(true, Ordering::Relaxed);
+            live.cancelled.notify_waiters();
+        }
+        self.run_view(run_id)
+    }
+
+    /// `GET /v1/runs/:runId` (draft §9).
+    ///
+    /// # Errors
+    /// `run.not_found`; `store.unavailable`.
+    pub fn run_view(&self, run_id: &str) -> Result<RunView, GatewayError> {
+        let record = self.record(run_id)?;
+        let mut findings = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let batch = self.inner.store.events_after(run_id, cursor, 1024)?;
+            let Some(last) = batch.last() else { break };
+            cursor = last.seq;
+            for event in batch {
+                if let EventPayload::FindingCreated(f) = event.payload {
+                    findings.push(f.finding);
+                }
+            }
+        }
+        Ok(RunView {
+            run_id: record.run_id,
+            request_id: record.request_id,
+            kind: record.kind,
+            state: record.state,
+            stage: record.stage,
+            completed_stages: record.completed_stages,
+            findings,
+            budget: Budget::default(),
+            error: record.error,
+            last_seq: record.last_seq,
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+        })
+    }
+
+    /// The run's events with `seq > after`, in order, as they are committed; the stream ends
+    /// after the run's terminal event, or once the stored events are drained when no task
+    /// runs it (an interrupted run). Reconnecting with the last seen `seq` yields exactly the
+    /// missed events (draft §9).
+    ///
+    /// # Errors
+    /// `run.not_found`.
+    pub fn subscribe(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<impl Stream<Item = AgentEvent> + Send + 'static, GatewayError> {
+        self.record(run_id)?;
+        let state = Subscription {
+            gateway: self.clone(),
+            run_id: run_id.to_owned(),
+            cursor: after,
+            buffer: VecDeque::new(),
+            committed: self.live(run_id).map(|l| l.committed.subscribe()),
+            done: false,
+        };
+        Ok(futures_util::stream::unfold(state, Subscription::next))
+    }
+
+    /// Stop accepting runs, wait up to `grace` for running ones, then mark what still runs
+    /// `interrupted` (its committed events stay; resume continues it after a restart).
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.accepting.store(false, Ordering::Relaxed);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && !self.live_ids().is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for run_id in self.live_ids() {
+            let result = self.inner.store.update_run(&run_id, |r| {
+                r.state = RunState::Interrupted;
+                r.updated_at = review::now_rfc3339();
+            });
+            if let Err(error) = result {
+                tracing::error!(%run_id, %error, "could not mark the run interrupted");
+            }
+        }
+    }
+
+    // === internals ===
+
+    /// The current configuration; re-read when the file changed (so `mappings add` on the
+    /// command line takes effect without a restart).
+    fn config(&self) -> Arc<Config> {
+        self.inner.config.current()
+    }
+
+    fn record(&self, run_id: &str) -> Result<RunRecord, GatewayError> {
+        self.inner.store.get_run(run_id)?.ok_or_else(|| {
+            GatewayError::new(
+                codes::RUN_NOT_FOUND,
+                format!("no run `{run_id}`"),
+                "Check the runId; event logs are kept for the configured retention (24 h by default).",
+            )
+        })
+    }
+
+    fn live(&self, run_id: &str) -> Option<Arc<LiveRun>> {
+        self.inner.live.lock().ok()?.get(run_id).cloned()
+    }
+
+    fn is_live(&self, run_id: &str) -> bool {
+        self.live(run_id).is_some()
+    }
+
+    fn live_ids(&self) -> Vec<String> {
+        self.inner
+            .live
+            .lock()
+            .map(|l| l.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn review_options(&self, request: &ReviewRequest) -> Result<ReviewOptions, GatewayError> {
+        if let Some(provider) = request.provider_id.as_deref().filter(|p| *p != "builtin") {
+            return Err(GatewayError::new(
+                codes::PROVIDER_NOT_CONFIGURED,
+                format!("provider `{provider}` is not available in this gateway yet"),
+                "Omit providerId (or use \"builtin\") for a rules-only review; model providers come with a later version.",
+            ));
+        }
+        let target = &request.target;
+        let config = self.config();
+        let mapping = config
+            .find_mapping(&target.gitlab_origin, &target.project_path)
+            .ok_or_else(|| {
+                GatewayError::new(
+                    codes::REPOSITORY_NOT_MAPPED,
+                    "No local repository is mapped to this GitLab project.",
+                    "Open Gateway settings and add a repository mapping.",
+                )
+            })?;
+        let mut options = ReviewOptions::new(
+            mapping.local_path.clone(),
+            target.diff_refs.base_sha.clone(),
+            target.diff_refs.head_sha.clone(),
+        );
+        options.request_id = Some(request.request_id.clone());
+        options.rules_dirs = config.rules_dirs.clone();
+        if let Some(scope) = &request.scope {
+            options.paths = scope.file_paths.clone().unwrap_or_default();
+        }
+        if let Some(policy) = &request.policy {
+            options.rule_set_ids = policy.rule_set_ids.clone();
+            if let Some(c) = policy.min_confidence {
+                options.min_confidence = c;
+            }
+        }
+        Ok(options)
+    }
+
+    /// Start the task of a run (new or resumed) and register it as live before returning, so a
+    /// subscriber that arrives right after sees it.
+    fn spawn(
+        &self,
+        options: ReviewOptions,
+        mut control: RunControl,
+        request_id: Option<String>,
+        new_run: bool,
+    ) {
+        let (committed, _) = watch::channel(control.last_seq);
+        let live = Arc::new(LiveRun {
+            cancel: control.cancel.clone(),
+            cancelled: Notify::new(),
+            committed,
+        });
+        if let Ok(mut map) = self.inner.live.lock() {
+            map.insert(control.run_id.clone(), live.clone());
+        }
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            let run_id = control.run_id.clone();
+            let mut writer = EventWriter::new(
+                gateway.clone(),
+                run_id.clone(),
+                live.clone(),
+                control.last_seq,
+            );
+            if new_run {
+                writer.emit(
+                    RunCreated {
+                        request_id,
+                        kind: Some(RunKind::Review),
+                        from_cache: None,
+                    }
+                    .into(),
+                );
+            }
+            // Take a slot, queueing visibly when there is none; a cancel while queued ends it.
+            let permit = match gateway.inner.slots.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    writer.emit(
+                        StageChanged {
+                            stage: Stage::Queued,
+                            message: Some("waiting for a review slot".into()),
+                        }
+                        .into(),
+                    );
+                    writer.flush();
+                    tokio::select! {
+                        permit = gateway.inner.slots.clone().acquire_owned() => permit.ok(),
+                        () = live.cancelled.notified() => None,
+                    }
+                }
+            };
+            writer.flush();
+            control.last_seq = writer.last_seq;
+            if permit.is_none() || control.cancel.load(Ordering::Relaxed) {
+                writer.emit(
+                    crate::protocol::RunCancelled {
+                        reason: Some("cancelled while queued".into()),
+                    }
+                    .into(),
+                );
+                writer.flush();
+            } else {
+                let blocking = tokio::task::spawn_blocking(move || {
+                    let _ = review::run_with(&options, &control, &mut |event: &AgentEvent| {
+                        writer.push(event.clone())
+                    });
+                    writer.flush();
+                });
+                if let Err(error) = blocking.await {
+                    tracing::error!(%run_id, %error, "review task panicked");
+                    gateway.set_state(&run_id, RunState::Failed);
+                }
+            }
+            drop(permit);
+            if let Ok(mut map) = gateway.inner.live.lock() {
+                map.remove(&run_id);
+            }
+        });
+    }
+
+    fn set_state(&self, run_id: &str, state: RunState) {
+        let result = self.inner.store.update_run(run_id, |r| {
+            r.state = state;
+            r.updated_at = review::now_rfc3339();
+        });
+        if let Err(error) = result {
+            tracing::error!(%run_id, %error, "could not update the run state");
+        }
+    }
+}
+
+/// Buffers a run's events and commits them to the store in groups, then wakes subscribers.
+struct EventWriter {
+    gateway: Gateway,
+    run_id: String,
+    live: Arc<LiveRun>,
+    pending: Vec<AgentEvent>,
+    last_seq: u64,
+}
+
+impl EventWriter {
+    fn new(gateway: Gateway, run_id: String, live: Arc<LiveRun>, last_seq: u64) -> Self {
+        EventWriter {
+            gateway,
+            run_id,
+            live,
+            pending: Vec::new(),
+            last_seq,
+        }
+    }
+
+    /// An event made by the engine itself (not the pipeline): stamp it with the next seq.
+    fn emit(&mut self, payload: EventPayload) {
+        let event = AgentEvent::new(
+            self.run_id.clone(),
+            self.last_seq + 1 + self.pending.len() as u64,
+            review::now_rfc3339(),
+            payload,
+        );
+        self.push(event);
+    }
+
+    fn push(&mut self, event: AgentEvent) {
+        let boundary = matches!(
+            event.payload,
+            EventPayload::StageChanged(_)
+                | EventPayload::RunCompleted(_)
+                | EventPayload::RunFailed(_)
+                | EventPayload::RunCancelled(_)
+        );
+        self.pending.push(event);
+        if boundary || self.pending.len() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    /// Commit pending events (the store updates the run record from them in the same
+    /// transaction), then announce them.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut self.pending);
+        let store = &self.gateway.inner.store;
+        if let Err(error) = store.append_events(&events) {
+            tracing::error!(%error, "could not store run events");
+            return;
+        }
+        self.last_seq = events.last().map_or(self.last_seq, |e| e.seq);
+        self.live.committed.send_replace(self.last_seq);
+    }
+}
+
+/// The state of one subscriber's stream: a cursor into the store.
+struct Subscription {
+    gateway: Gateway,
+    run_id: String,
+    cursor: u64,
+    buffer: VecDeque<AgentEvent>,
+    committed: Option<watch::Receiver<u64>>,
+    done: bool,
+}
+
+impl Subscription {
+    async fn next(mut self) -> Option<(AgentEvent, Self)> {
+        loop {
+            if let Some(event) = self.buffer.pop_front() {
+                self.cursor = event.seq;
+                if event.payload.is_terminal() {
+                    self.done = true;
+                    self.buffer.clear();
+                }
+                return Some((event, self));
+            }
+            if self.done {
+                return None;
+            }
+            if let Some(rx) = self.committed.as_mut() {
+                rx.borrow_and_update();
+            }
+            match self
+                .gateway
+                .inner
+                .store
+                .events_after(&self.run_id, self.cursor, 256)
+            {
+                Ok(batch) if !batch.is_empty() => {
+                    self.buffer.extend(batch);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(run_id = %self.run_id, %error, "could not read run events");
+                    return None;
+                }
+            }
+            match self.committed.as_mut() {
+                // Wait for the next commit; when the task ends, its sender is dropped: read
+                // once more, then end.
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        self.committed = None;
+                    }
+                }
+                None => {
+                    // Not (or no longer) running: re-check once whether a task started.
+                    match self.gateway.live(&self.run_id) {
+                        Some(live) if !self.done => {
+                            self.committed = Some(live.committed.subscribe())
+                        }
+                        _ => self.done = true,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn validate_review(request: &ReviewRequest) -> Result<(), GatewayError> {
+    let id = &request.request_id;
+    if id.is_empty() || id.len() > 200 {
+        return Err(invalid("`requestId` must be 1 to 200 characters".into()));
+    }
+    let refs = &request.target.diff_refs;
+    for (name, sha) in [
+        ("baseSha", &refs.base_sha),
+        ("startSha", &refs.start_sha),
+        ("headSha", &refs.head_sha),
+    ] {
+        let ok = (4..=64).contains(&sha.len()) && sha.bytes().all(|b| b.is_ascii_hexdigit());
+        if !ok {
+            return Err(invalid(format!(
+                "`target.diffRefs.{name}` must be a commit SHA (hex), got `{sha}`"
+            )));
+        }
+    }
+    if request.target.gitlab_origin.is_empty() || request.target.project_path.is_empty() {
+        return Err(invalid(
+            "`target.gitlabOrigin` and `target.projectPath` are required".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn invalid(message: String) -> GatewayError {
+    GatewayError::new(
+        codes::REQUEST_INVALID,
+        message,
+        "Fix the request body; see the protocol draft §8 for the shape.",
+    )
+}
+
+fn shutting_down() -> GatewayError {
+    GatewayError::new(
+        codes::GATEWAY_SHUTTING_DOWN,
+        "the gateway is shutting down",
+        "Retry in a moment; the gateway restarts on demand.",
+    )
+    .retryable()
+}
+
+/// The configuration, re-read from its file when the file's modification time changes. A
+/// file that no longer parses is logged and the last good configuration stays in force.
+struct ConfigCell {
+    path: std::path::PathBuf,
+    from_file: bool,
+    state: RwLock<(Arc<Config>, Option<SystemTime>)>,
+}
+
+impl ConfigCell {
+    fn new(loaded: LoadedConfig) -> Self {
+        let path = loaded.path().to_owned();
+        let from_file = loaded.from_file();
+        let mtime = modified(&path);
+        ConfigCell {
+            path,
+            from_file,
+            state: RwLock::new((Arc::new(loaded.into_config()), mtime)),
+        }
+    }
+
+    fn current(&self) -> Arc<Config> {
+        let mtime = modified(&self.path);
+        if let Ok(state) = self.state.read()
+            && state.1 == mtime
+        {
+            return state.0.clone();
+        }
+        if mtime.is_none() && !self.from_file {
+            return self.state.read().map(|s| s.0.clone()).unwrap_or_default();
+        }
+        match Config::load(Some(&self.path)) {
+            Ok(loaded) => {
+                let config = Arc::new(loaded.into_config());
+                if let Ok(mut state) = self.state.write() {
+                    *state = (config.clone(), mtime);
+                }
+                tracing::info!(path = %self.path.display(), "configuration reloaded");
+                config
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the changed configuration is not valid; keeping the previous one");
+                let mut state = match self.state.write() {
+                    Ok(state) => state,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                state.1 = mtime;
+                state.0.clone()
+            }
+        }
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}

@@ -27,6 +27,22 @@ pub mod codes {
     pub const REQUEST_ID_CONFLICT: &str = "request.id_conflict";
     /// The run was cancelled before it finished (draft §9).
     pub const RUN_CANCELLED: &str = "run.cancelled";
+    /// No `Authorization: Bearer` header on a route that needs it (DESIGN §9).
+    pub const AUTH_TOKEN_MISSING: &str = "auth.token_missing";
+    /// The bearer token is not this gateway's (DESIGN §9).
+    pub const AUTH_TOKEN_INVALID: &str = "auth.token_invalid";
+    /// The request's `Origin` is not a configured GitLab origin (DESIGN §9).
+    pub const ORIGIN_NOT_ALLOWED: &str = "origin.not_allowed";
+    /// The `Host` header is not a loopback name with our port (DNS-rebinding defence, DESIGN §9).
+    pub const REQUEST_HOST_NOT_ALLOWED: &str = "request.host_not_allowed";
+    /// No such route.
+    pub const REQUEST_NOT_FOUND: &str = "request.not_found";
+    /// The requested model provider is not configured (DESIGN §10).
+    pub const PROVIDER_NOT_CONFIGURED: &str = "provider.not_configured";
+    /// The gateway is stopping and takes no new runs.
+    pub const GATEWAY_SHUTTING_DOWN: &str = "gateway.shutting_down";
+    /// The daemon cannot listen on its address (port taken, address not local).
+    pub const GATEWAY_BIND_FAILED: &str = "gateway.bind_failed";
     /// A bug or an unexpected I/O failure inside the gateway.
     pub const INTERNAL: &str = "internal.error";
     /// The gateway's store (redb file) cannot be opened or a transaction on it failed.

@@ -34,7 +34,7 @@ use crate::protocol::{
 use crate::repo::{ChangeKind, DiffOptions, Repository, SkipReason};
 use crate::rules::{Catalog, ignored_rule_ids, is_suppressed};
 
-pub use events::{Emitter, new_id};
+pub use events::{Emitter, new_id, now_rfc3339};
 
 /// What to do about objects missing from a partial or incomplete clone.
 const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are local (for a \

@@ -1,0 +1,381 @@
+//! HTTP + SSE transport (draft §3–§9, DESIGN §9): the `/v1` routes of the draft, mapped onto
+//! [`Gateway`] calls, with the loopback security model in front of them.
+//!
+//! **Invariant:** no business logic here: handlers parse, call the engine, and render the
+//! common response object (draft §4) or an SSE stream (`id: <seq>`, `event: <type>`,
+//! `data: <AgentEvent JSON>`, DESIGN §5).
+//!
+//! Every request passes, in order:
+//! 1. the `Host` check — only `127.0.0.1`, `localhost` or `[::1]` with our port (DNS-rebinding
+//!    defence), else 403 `request.host_not_allowed`;
+//! 2. the `Origin` check — a request carrying an `Origin` that is not a configured GitLab
+//!    origin is refused with 403 `origin.not_allowed` before any handler runs (so it has no
+//!    side effect), and CORS preflights (with `Access-Control-Allow-Private-Network`) are
+//!    answered only for configured origins;
+//! 3. the bearer token — `Authorization: Bearer <token>`, compared in constant time, on every
+//!    route but `GET /v1/health`: 401 `auth.token_missing` / `auth.token_invalid`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::engine::Gateway;
+use crate::error::{GatewayError, codes};
+use crate::protocol::{
+    AgentEvent, ApiResponse, ChatRequest, ErrorObject, RepositoryMappingRequest,
+};
+use crate::security::{Token, bearer_token, host_allowed, origin_allowed};
+
+/// What the routes share.
+#[derive(Clone)]
+pub struct HttpState {
+    gateway: Gateway,
+    security: Arc<Security>,
+}
+
+struct Security {
+    token: Token,
+    port: u16,
+    allowed_origins: Vec<String>,
+}
+
+impl HttpState {
+    /// State for [`router`]: the engine, the local token, the port the server is bound to (for
+    /// the `Host` check) and the configured GitLab origins (for CORS).
+    pub fn new(gateway: Gateway, token: Token, port: u16, allowed_origins: Vec<String>) -> Self {
+        HttpState {
+            gateway,
+            security: Arc::new(Security {
+                token,
+                port,
+                allowed_origins,
+            }),
+        }
+    }
+}
+
+/// The `/v1` router with the security layers (see the module docs).
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/capabilities", get(capabilities))
+        .route("/v1/repository-mappings", post(propose_mapping))
+        .route("/v1/chat", post(chat))
+        .route("/v1/reviews", post(start_review))
+        .route("/v1/runs/{run_id}", get(get_run))
+        .route("/v1/runs/{run_id}/events", get(run_events))
+        .route("/v1/runs/{run_id}/cancel", post(cancel_run))
+        .route("/v1/runs/{run_id}/resume", post(resume_run))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+// === security layer ===
+
+async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let security = &state.security;
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if !host_allowed(host, security.port) {
+        return error_response(&GatewayError::new(
+            codes::REQUEST_HOST_NOT_ALLOWED,
+            format!("Host `{}` is not this gateway", host.unwrap_or("")),
+            "Call the gateway as http://127.0.0.1:<port> or http://localhost:<port>.",
+        ));
+    }
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_owned);
+    let allowed_origin = match &origin {
+        None => None,
+        Some(o) if origin_allowed(o, &security.allowed_origins) => Some(o.clone()),
+        Some(o) => {
+            // No CORS headers: the browser keeps the answer from the page, and no handler ran.
+            return error_response(&GatewayError::new(
+                codes::ORIGIN_NOT_ALLOWED,
+                format!("origin `{o}` is not a configured GitLab origin"),
+                "Add the GitLab origin to `allowed_origins` in the gateway's config.toml.",
+            ));
+        }
+    };
+    if request.method() == Method::OPTIONS {
+        let private_network = headers
+            .get("access-control-request-private-network")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        if let Some(origin) = &allowed_origin {
+            cors_headers(response.headers_mut(), origin);
+            let h = response.headers_mut();
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, OPTIONS"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("authorization, content-type, last-event-id"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+            if private_network {
+                h.insert(
+                    "access-control-allow-private-network",
+                    HeaderValue::from_static("true"),
+                );
+            }
+        }
+        return response;
+    }
+    let public = request.method() == Method::GET && request.uri().path() == "/v1/health";
+    if !public {
+        let presented = bearer_token(
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|a| a.to_str().ok()),
+        );
+        let failure = match presented {
+            None => Some(GatewayError::new(
+                codes::AUTH_TOKEN_MISSING,
+                "this route needs `Authorization: Bearer <token>`",
+                "Copy the token from `review-agent-gateway token show` into the client.",
+            )),
+            Some(token) if !security.token.verify(token) => Some(GatewayError::new(
+                codes::AUTH_TOKEN_INVALID,
+                "the bearer token is not this gateway's",
+                "Copy the current token from `review-agent-gateway token show` (it changes on `token rotate`).",
+            )),
+            Some(_) => None,
+        };
+        if let Some(error) = failure {
+            let mut response = error_response(&error);
+            if let Some(origin) = &allowed_origin {
+                cors_headers(response.headers_mut(), origin);
+            }
+            return response;
+        }
+    }
+    let mut response = next.run(request).await;
+    if let Some(origin) = &allowed_origin {
+        cors_headers(response.headers_mut(), origin);
+    }
+    response
+}
+
+fn cors_headers(headers: &mut HeaderMap, origin: &str) {
+    if let Ok(value) = HeaderValue::from_str(origin) {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    }
+}
+
+// === handlers ===
+
+async fn health(State(state): State<HttpState>) -> Response {
+    ok(None, state.gateway.health())
+}
+
+async fn capabilities(State(state): State<HttpState>) -> Response {
+    ok(None, state.gateway.capabilities())
+}
+
+async fn propose_mapping(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: RepositoryMappingRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_owned);
+    match state.gateway.propose_mapping(request, origin) {
+        Ok(proposed) => (
+            StatusCode::ACCEPTED,
+            axum::Json(ApiResponse::success(None, proposed)),
+        )
+            .into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn chat(body: Bytes) -> Response {
+    let request: ChatRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    if request.messages.is_empty() {
+        return error_response(&GatewayError::new(
+            codes::REQUEST_INVALID,
+            "`messages` is empty",
+            "Send at least one message (draft §7).",
+        ));
+    }
+    error_response(&GatewayError::new(
+        codes::PROVIDER_NOT_CONFIGURED,
+        "no model provider is configured, so chat is not available",
+        "Configure an OpenAI-compatible or Anthropic provider (a later version of the gateway).",
+    ))
+}
+
+async fn start_review(State(state): State<HttpState>, body: Bytes) -> Response {
+    let value: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error_response(&invalid_json(&e)),
+    };
+    let gateway = state.gateway.clone();
+    let started = match tokio::task::spawn_blocking(move || gateway.start_review(value)).await {
+        Ok(Ok(started)) => started,
+        Ok(Err(e)) => return error_response(&e),
+        Err(e) => return error_response(&internal(&e.to_string())),
+    };
+    match state.gateway.subscribe(&started.run_id, 0) {
+        Ok(stream) => sse(stream),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn get_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
+    match state.gateway.run_view(&run_id) {
+        Ok(view) => ok(None, view),
+        Err(e) => error_response(&e),
+    }
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    after: Option<u64>,
+}
+
+async fn run_events(
+    State(state): State<HttpState>,
+    Path(run_id): Path<String>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return error_response(&GatewayError::new(
+            codes::REQUEST_INVALID,
+            "`after` must be a non-negative integer (an event seq)",
+            "Pass the seq of the last event you received: ?after=42.",
+        ));
+    };
+    // `Last-Event-ID` is what a browser EventSource sends when it reconnects (DESIGN §5).
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let after = query.after.or(last_event_id).unwrap_or(0);
+    match state.gateway.subscribe(&run_id, after) {
+        Ok(stream) => sse(stream),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn cancel_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
+    match state.gateway.cancel(&run_id) {
+        Ok(view) => ok(None, view),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn resume_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
+    let gateway = state.gateway.clone();
+    match tokio::task::spawn_blocking(move || gateway.resume(&run_id)).await {
+        Ok(Ok(view)) => ok(None, view),
+        Ok(Err(e)) => error_response(&e),
+        Err(e) => error_response(&internal(&e.to_string())),
+    }
+}
+
+async fn not_found() -> Response {
+    error_response(&GatewayError::new(
+        codes::REQUEST_NOT_FOUND,
+        "no such route",
+        "See GET /v1/capabilities and the protocol draft for the routes.",
+    ))
+}
+
+// === rendering ===
+
+fn sse(stream: impl Stream<Item = AgentEvent> + Send + 'static) -> Response {
+    let events = stream.map(|event| {
+        let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
+        Ok::<_, Infallible>(
+            Event::default()
+                .id(event.seq.to_string())
+                .event(event.event_type())
+                .data(data),
+        )
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn ok<T: serde::Serialize>(request_id: Option<String>, data: T) -> Response {
+    axum::Json(ApiResponse::success(request_id, data)).into_response()
+}
+
+/// The common error object (draft §4) with the HTTP status of its code.
+pub fn error_response(error: &GatewayError) -> Response {
+    let body: ApiResponse<()> = ApiResponse::failure(None, ErrorObject::from(error));
+    (status_for(error.code), axum::Json(body)).into_response()
+}
+
+/// HTTP status for an error code.
+pub fn status_for(code: &str) -> StatusCode {
+    match code {
+        codes::AUTH_TOKEN_MISSING | codes::AUTH_TOKEN_INVALID => StatusCode::UNAUTHORIZED,
+        codes::ORIGIN_NOT_ALLOWED | codes::REQUEST_HOST_NOT_ALLOWED => StatusCode::FORBIDDEN,
+        codes::RUN_NOT_FOUND | codes::REPOSITORY_NOT_MAPPED | codes::REQUEST_NOT_FOUND => {
+            StatusCode::NOT_FOUND
+        }
+        codes::REQUEST_ID_CONFLICT => StatusCode::CONFLICT,
+        codes::PROVIDER_NOT_CONFIGURED => StatusCode::UNPROCESSABLE_ENTITY,
+        codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
+        c if c.starts_with("request.")
+            || c.starts_with("rules.")
+            || c.starts_with("repository.") =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
+    serde_json::from_slice(body).map_err(|e| invalid_json(&e))
+}
+
+fn invalid_json(e: &serde_json::Error) -> GatewayError {
+    GatewayError::new(
+        codes::REQUEST_INVALID,
+        format!("the request body is not valid: {e}"),
+        "Send a JSON body of the shape the protocol draft gives for this route.",
+    )
+}
+
+fn internal(message: &str) -> GatewayError {
+    GatewayError::new(
+        codes::INTERNAL,
+        message.to_owned(),
+        "Report this bug with the gateway log.",
+    )
+}

@@ -1,0 +1,99 @@
+//! The daemon's listener (DESIGN §3): bind loopback, serve the router, shut down gracefully.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::engine::Gateway;
+use crate::error::{GatewayError, codes};
+use crate::security::Token;
+
+use super::http::{HttpState, router};
+
+/// How to listen.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Address to bind; loopback unless `allow_remote`.
+    pub bind: IpAddr,
+    /// Port; 0 picks a free one (the chosen address is reported through `on_listening`).
+    pub port: u16,
+    /// Permit a non-loopback `bind` (DESIGN §3: only with `--allow-remote`; the token is
+    /// always required).
+    pub allow_remote: bool,
+    /// GitLab origins allowed for CORS (from the config).
+    pub allowed_origins: Vec<String>,
+}
+
+/// Bind, announce the address, serve until SIGINT/SIGTERM, then shut the engine down
+/// (running reviews get a few seconds; what is left is marked `interrupted`).
+///
+/// # Errors
+/// `request.invalid` for a non-loopback bind without `allow_remote`; `gateway.bind_failed`
+/// when the port is taken.
+pub async fn serve(
+    gateway: Gateway,
+    token: Token,
+    options: ServeOptions,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), GatewayError> {
+    if !options.bind.is_loopback() && !options.allow_remote {
+        return Err(GatewayError::new(
+            codes::REQUEST_INVALID,
+            format!(
+                "refusing to listen on {}: not a loopback address",
+                options.bind
+            ),
+            "Bind 127.0.0.1 (the default), or pass --allow-remote if you really mean to expose the gateway.",
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind((options.bind, options.port))
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                codes::GATEWAY_BIND_FAILED,
+                format!("cannot listen on {}:{}: {e}", options.bind, options.port),
+                "Is another gateway already running? Stop it, or choose another --port.",
+            )
+        })?;
+    let addr = listener.local_addr().map_err(|e| {
+        GatewayError::new(
+            codes::GATEWAY_BIND_FAILED,
+            format!("no local address: {e}"),
+            "Retry.",
+        )
+    })?;
+    let state = HttpState::new(gateway.clone(), token, addr.port(), options.allowed_origins);
+    on_listening(addr);
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| {
+            GatewayError::new(
+                codes::INTERNAL,
+                format!("the server stopped: {e}"),
+                "Restart the gateway.",
+            )
+        })?;
+    gateway.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
