@@ -43,7 +43,7 @@
 //! trailing slash, compared in the normal form of [`normalize_origin`]. A provider entry with a
 //! key named like a credential (`api_key`, `token`, `secret`, ...) is refused with a pointer to
 //! the keyring. Errors name the file, the key and the line:
-//! `config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32`.
+//! ``config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32``.
 
 mod edit;
 mod error;

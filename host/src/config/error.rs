@@ -30,7 +30,7 @@ pub enum ConfigError {
     },
     /// The file is not valid TOML or does not fit the format: unknown key, wrong type, a bad
     /// value (origin, port, URL, path), a duplicate. Compiler style:
-    /// `config.toml:7: key `allowed_origins[0]`: invalid origin ...`.
+    /// ``config.toml:7: key `allowed_origins[0]`: invalid origin ...``.
     #[error("{}:{line}: {}{message}", path.display(), key_prefix(key.as_deref()))]
     Invalid {
         /// The config file.
