@@ -40,6 +40,26 @@ enum Command {
     /// config file, keeping its comments.
     #[command(subcommand)]
     Mappings(MappingsCommand),
+    /// Run the daemon: the /v1 HTTP + SSE routes on 127.0.0.1:4317 (DESIGN §3). Prints
+    /// `listening on http://ADDR` on stdout once it accepts connections.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Port to listen on (default: the config's `port`, 4317); 0 picks a free one.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to bind (default: the config's `bind`, 127.0.0.1). A non-loopback address
+    /// needs --allow-remote.
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    /// Allow a non-loopback --bind. The bearer token is required on every route either way.
+    #[arg(long)]
+    allow_remote: bool,
+    /// The config file (default: `<config dir>/config.toml`).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -200,11 +220,78 @@ fn main() -> ExitCode {
         }
         Command::Token(command) => token_command(command),
         Command::Mappings(command) => mappings_command(command),
+        Command::Serve(args) => serve_command(args),
+    }
+}
+
+fn serve_command(args: ServeArgs) -> ExitCode {
+    use review_agent_gateway::config::{Config, Paths};
+    use review_agent_gateway::engine::Gateway;
+    use review_agent_gateway::security::Token;
+    use review_agent_gateway::store::Store;
+    use review_agent_gateway::transport::server::{ServeOptions, serve};
+
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let setup = || -> Result<(Gateway, Token, ServeOptions), GatewayError> {
+        let paths = Paths::discover()?;
+        let loaded = Config::load(args.config.as_deref())?;
+        std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
+            GatewayError::new(
+                review_agent_gateway::error::codes::STORE_UNAVAILABLE,
+                format!(
+                    "cannot create the state directory {}: {e}",
+                    paths.state_dir().display()
+                ),
+                "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
+            )
+        })?;
+        let token = Token::load_or_create(&paths.token_file())?;
+        let store = Store::open(&paths.store_file())?;
+        let config = loaded.config();
+        let options = ServeOptions {
+            bind: args.bind.unwrap_or(config.bind),
+            port: args.port.unwrap_or(config.port),
+            allow_remote: args.allow_remote,
+            allowed_origins: config.allowed_origins.clone(),
+        };
+        let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
+        Ok((gateway, token, options))
+    };
+    let (gateway, token, options) = match setup() {
+        Ok(parts) => parts,
+        Err(error) => return fail(&error),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error[internal.error]: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(serve(gateway, token, options, |addr| {
+        println!("listening on http://{addr}");
+        let _ = std::io::stdout().flush();
+        tracing::info!(%addr, "review-agent-gateway listening");
+    }));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error),
     }
 }
 
 fn user_rules_dir() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", TOOL_NAME).map(|d| d.config_dir().join("rules"))
+    review_agent_gateway::config::Paths::discover()
+        .ok()
+        .map(|p| p.rules_dir())
 }
 
 fn rules_list(rules_dirs: &[PathBuf], format: ListFormat) -> ExitCode {

@@ -1,0 +1,546 @@
+//! End-to-end tests of the daemon: the real binary on a free loopback port, real HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// A running `review-agent-gateway serve` with its own home, config and fixture repository.
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    home: tempfile::TempDir,
+    repo: tempfile::TempDir,
+    base: String,
+    head: String,
+}
+
+const ORIGIN: &str = "https://gitlab.example.com";
+const PROJECT: &str = "group/project";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_review-agent-gateway")
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let repo = tempfile::tempdir().expect("temp dir");
+        git(repo.path(), &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.path().join("app.py"), "import os\n").expect("write");
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-q", "-m", "base"]);
+        let base = git(repo.path(), &["rev-parse", "HEAD"]);
+        std::fs::write(
+            repo.path().join("app.py"),
+            "import os\na = eval(x)\nb = eval(y)\n",
+        )
+        .expect("write");
+        git(repo.path(), &["commit", "-q", "-am", "head"]);
+        let head = git(repo.path(), &["rev-parse", "HEAD"]);
+
+        let home = tempfile::tempdir().expect("temp dir");
+        let config_dir = home.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("mkdir");
+        let config = format!(
+            "allowed_origins = [\"{ORIGIN}\"]\n\n[limits]\nmax_concurrent_reviews = 3\n\n\
+             [[mappings]]\ngitlab_origin = \"{ORIGIN}\"\nproject_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n",
+            repo.path().display()
+        );
+        std::fs::write(config_dir.join("config.toml"), config).expect("write config");
+        let mut daemon = Daemon {
+            child: spawn(home.path()),
+            port: 0,
+            token: String::new(),
+            home,
+            repo,
+            base,
+            head,
+        };
+        daemon.port = read_port(&mut daemon.child);
+        daemon.token = token(daemon.home.path());
+        daemon
+    }
+
+    fn restart(&mut self) {
+        self.child = spawn(self.home.path());
+        self.port = read_port(&mut self.child);
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn review_body(&self, request_id: &str) -> Value {
+        json!({
+            "requestId": request_id,
+            "mode": "merge-request",
+            "target": {
+                "gitlabOrigin": ORIGIN,
+                "projectPath": PROJECT,
+                "mergeRequestIid": 7,
+                "diffRefs": { "baseSha": self.base, "startSha": self.base, "headSha": self.head }
+            },
+            "scope": { "filePaths": null, "selection": null },
+            "policy": { "minConfidence": "low" }
+        })
+    }
+
+    /// A raw HTTP/1.1 request (so every header, `Host` included, is exactly what we say).
+    fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("Host: 127.0.0.1:{}\r\n", self.port));
+        }
+        for (k, v) in headers {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() {
+            request.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        stream.write_all(request.as_bytes()).expect("write request");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read response");
+        Reply::parse(&raw)
+    }
+
+    fn authed(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
+        let auth = format!("Bearer {}", self.token);
+        self.raw(method, path, &[("Authorization", &auth)], body)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(home: &Path) -> Child {
+    Command::new(bin())
+        .args(["serve", "--port", "0"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts")
+}
+
+/// The first stdout line is `listening on http://127.0.0.1:<port>`.
+fn read_port(child: &mut Child) -> u16 {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the listening line");
+    line.trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
+}
+
+fn token(home: &Path) -> String {
+    let out = Command::new(bin())
+        .args(["token", "show"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", home)
+        .output()
+        .expect("token show runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A parsed HTTP response; chunked bodies are de-chunked.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let text = String::from_utf8_lossy(raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_owned()
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// SSE events as (id, event type, data JSON).
+    fn sse(&self) -> Vec<(u64, String, Value)> {
+        let mut out = Vec::new();
+        for block in self.body.split("\n\n") {
+            let (mut id, mut kind, mut data) = (None, None, None);
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    kind = Some(v.trim().to_owned());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).ok();
+                }
+            }
+            if let (Some(id), Some(kind), Some(data)) = (id, kind, data) {
+                out.push((id, kind, data));
+            }
+        }
+        out
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].strip_prefix("\r\n").unwrap_or(&tail[n..]);
+    }
+    out
+}
+
+#[test]
+fn health_is_public_and_everything_else_needs_the_token() {
+    let d = Daemon::start();
+    let health = d.raw("GET", "/v1/health", &[], None);
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert_eq!(health.json()["data"]["protocolVersion"], "1.0");
+    assert_eq!(health.json()["ok"], true);
+
+    let missing = d.raw("GET", "/v1/capabilities", &[], None);
+    assert_eq!(
+        (missing.status, missing.error_code().as_str()),
+        (401, "auth.token_missing")
+    );
+    let wrong = d.raw(
+        "GET",
+        "/v1/capabilities",
+        &[("Authorization", "Bearer nope")],
+        None,
+    );
+    assert_eq!(
+        (wrong.status, wrong.error_code().as_str()),
+        (401, "auth.token_invalid")
+    );
+    let caps = d.authed("GET", "/v1/capabilities", None);
+    assert_eq!(caps.status, 200, "{}", caps.body);
+    assert_eq!(
+        caps.json()["data"]["limits"]["maxConcurrentReviews"],
+        3,
+        "from config.toml"
+    );
+}
+
+#[test]
+fn host_and_origin_policy() {
+    let d = Daemon::start();
+    let evil = d.raw(
+        "GET",
+        "/v1/health",
+        &[("Host", &format!("evil.example:{}", d.port))],
+        None,
+    );
+    assert_eq!(
+        (evil.status, evil.error_code().as_str()),
+        (403, "request.host_not_allowed")
+    );
+
+    let preflight = |origin: &str| {
+        d.raw(
+            "OPTIONS",
+            "/v1/reviews",
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+                ("Access-Control-Request-Private-Network", "true"),
+            ],
+            None,
+        )
+    };
+    let good = preflight(ORIGIN);
+    assert_eq!(good.status, 204);
+    assert_eq!(good.header("access-control-allow-origin"), Some(ORIGIN));
+    assert_eq!(
+        good.header("access-control-allow-private-network"),
+        Some("true")
+    );
+    let bad = preflight("https://evil.example");
+    assert_eq!(bad.header("access-control-allow-origin"), None);
+    assert_eq!(bad.status, 403);
+
+    // A request from another origin has no side effect: no run is created.
+    let auth = format!("Bearer {}", d.token);
+    let body = d.review_body("from-evil");
+    let refused = d.raw(
+        "POST",
+        "/v1/reviews",
+        &[("Authorization", &auth), ("Origin", "https://evil.example")],
+        Some(&body),
+    );
+    assert_eq!(
+        (refused.status, refused.error_code().as_str()),
+        (403, "origin.not_allowed")
+    );
+    // Had it created a run, the same requestId with another payload would now be a 409.
+    let mut other = body.clone();
+    other["policy"]["minConfidence"] = json!("high");
+    let accepted = d.authed("POST", "/v1/reviews", Some(&other));
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    assert_eq!(accepted.sse()[0].1, "run.created");
+}
+
+#[test]
+fn a_review_streams_over_sse_and_resumes_by_cursor() {
+    let d = Daemon::start();
+    let reply = d.authed("POST", "/v1/reviews", Some(&d.review_body("r1")));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        reply
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+    );
+    let events = reply.sse();
+    let ids: Vec<u64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        ids,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "id: is the gap-free seq"
+    );
+    for (id, kind, data) in &events {
+        assert_eq!(data["seq"], *id);
+        assert_eq!(data["type"], kind.as_str());
+    }
+    assert_eq!(events.first().map(|e| e.1.as_str()), Some("run.created"));
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("run.completed"));
+    let findings: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.1 == "finding.created")
+        .map(|e| &e.2)
+        .collect();
+    assert_eq!(findings.len(), 2);
+    let run_id = events[0].2["runId"].as_str().expect("runId").to_owned();
+
+    // Reconnect after seq 3, by query and by Last-Event-ID: exactly the missed events.
+    let after = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=3"), None)
+        .sse();
+    assert_eq!(
+        after.iter().map(|e| e.0).collect::<Vec<_>>(),
+        ids[3..].to_vec()
+    );
+    let auth = format!("Bearer {}", d.token);
+    let by_header = d
+        .raw(
+            "GET",
+            &format!("/v1/runs/{run_id}/events"),
+            &[("Authorization", &auth), ("Last-Event-ID", "3")],
+            None,
+        )
+        .sse();
+    assert_eq!(
+        by_header.iter().map(|e| e.0).collect::<Vec<_>>(),
+        ids[3..].to_vec()
+    );
+
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(view["data"]["state"], "completed");
+    assert_eq!(view["data"]["findings"].as_array().map(Vec::len), Some(2));
+    assert_eq!(view["data"]["lastSeq"], events.len());
+}
+
+#[test]
+fn idempotency_and_errors() {
+    let d = Daemon::start();
+    let body = d.review_body("same");
+    let first = d.authed("POST", "/v1/reviews", Some(&body)).sse();
+    let again = d.authed("POST", "/v1/reviews", Some(&body)).sse();
+    assert_eq!(
+        first[0].2["runId"], again[0].2["runId"],
+        "same requestId + payload = same run"
+    );
+    assert_eq!(first.len(), again.len());
+    let mut changed = body.clone();
+    changed["policy"]["minConfidence"] = json!("high");
+    let conflict = d.authed("POST", "/v1/reviews", Some(&changed));
+    assert_eq!(
+        (conflict.status, conflict.error_code().as_str()),
+        (409, "request.id_conflict")
+    );
+
+    let mut unmapped = d.review_body("unmapped");
+    unmapped["target"]["projectPath"] = json!("other/project");
+    let reply = d.authed("POST", "/v1/reviews", Some(&unmapped));
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (404, "repository.not_mapped")
+    );
+    assert_eq!(
+        reply.json()["error"]["remediation"],
+        "Open Gateway settings and add a repository mapping."
+    );
+
+    let bad = d.authed("POST", "/v1/reviews", Some(&json!({"requestId": "x"})));
+    assert_eq!(
+        (bad.status, bad.error_code().as_str()),
+        (400, "request.invalid")
+    );
+    let missing = d.authed("GET", "/v1/runs/run_nope", None);
+    assert_eq!(
+        (missing.status, missing.error_code().as_str()),
+        (404, "run.not_found")
+    );
+    let cursor = d.authed("GET", "/v1/runs/run_nope/events?after=abc", None);
+    assert_eq!(
+        (cursor.status, cursor.error_code().as_str()),
+        (400, "request.invalid")
+    );
+    let chat = d.authed(
+        "POST",
+        "/v1/chat",
+        Some(&json!({"requestId": "c", "messages": [{"role": "user", "content": "hi"}]})),
+    );
+    assert_eq!(
+        (chat.status, chat.error_code().as_str()),
+        (422, "provider.not_configured")
+    );
+    let mapping = d.authed(
+        "POST",
+        "/v1/repository-mappings",
+        Some(&json!({"gitlabOrigin": ORIGIN, "projectPath": "a/b", "localPath": "/nowhere", "defaultRef": "main"})),
+    );
+    assert_eq!(mapping.status, 202, "{}", mapping.body);
+    assert_eq!(mapping.json()["data"]["status"], "pending");
+}
+
+#[test]
+fn fifty_subscribers_see_the_same_sequence() {
+    let d = Daemon::start();
+    let first = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("many")))
+        .sse();
+    let run_id = first[0].2["runId"].as_str().expect("runId").to_owned();
+    let expected: Vec<u64> = first.iter().map(|e| e.0).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..50)
+            .map(|_| {
+                s.spawn(|| {
+                    d.authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+                        .sse()
+                })
+            })
+            .collect();
+        for h in handles {
+            let got: Vec<u64> = h.join().expect("subscriber").iter().map(|e| e.0).collect();
+            assert_eq!(got, expected);
+        }
+    });
+}
+
+#[test]
+fn restart_keeps_runs_and_resume_completes_an_interrupted_run() {
+    let mut d = Daemon::start();
+    let events = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("keep")))
+        .sse();
+    let run_id = events[0].2["runId"].as_str().expect("runId").to_owned();
+    // kill -9: no graceful shutdown.
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    d.restart();
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(
+        view["data"]["state"], "completed",
+        "a finished run survives a crash"
+    );
+    let cancel = d.authed("POST", &format!("/v1/runs/{run_id}/cancel"), None);
+    assert_eq!(
+        cancel.json()["data"]["state"],
+        "completed",
+        "cancelling a finished run changes nothing"
+    );
+    let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
+    assert_eq!(resumed.json()["data"]["state"], "completed");
+}
