@@ -667,9 +667,14 @@ impl EventWriter {
                 | EventPayload::RunFailed(_)
                 | EventPayload::RunCancelled(_)
         );
+        let finding = matches!(event.payload, EventPayload::FindingCreated(_));
         self.pending.push(event);
         if boundary || self.pending.len() >= FLUSH_EVERY {
             self.flush();
+        }
+        if finding && let Some(delay) = fault_finding_delay() {
+            self.flush();
+            std::thread::sleep(delay);
         }
     }
 
@@ -688,6 +693,20 @@ impl EventWriter {
         self.last_seq = events.last().map_or(self.last_seq, |e| e.seq);
         self.live.committed.send_replace(self.last_seq);
     }
+}
+
+/// Fault injection for the crash tests (never set in normal use): with
+/// `REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS=N`, each finding is committed on its own and
+/// followed by an N ms pause, so a test can kill the daemon between two findings and check that
+/// resume never emits one twice.
+fn fault_finding_delay() -> Option<Duration> {
+    static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+    })
 }
 
 /// The state of one subscriber's stream: a cursor into the store.

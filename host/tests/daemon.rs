@@ -153,8 +153,13 @@ impl Drop for Daemon {
 }
 
 fn spawn(home: &Path) -> Child {
+    spawn_with(home, &[])
+}
+
+fn spawn_with(home: &Path, env: &[(&str, &str)]) -> Child {
     Command::new(bin())
         .args(["serve", "--port", "0"])
+        .envs(env.iter().copied())
         .env("REVIEW_AGENT_GATEWAY_HOME", home)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -543,4 +548,103 @@ fn restart_keeps_runs_and_resume_completes_an_interrupted_run() {
     );
     let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
     assert_eq!(resumed.json()["data"]["state"], "completed");
+}
+
+/// Read an SSE response incrementally until `n` events of type `kind` arrived; returns every
+/// event seen so far. The connection is then dropped.
+fn read_until(d: &Daemon, body: &Value, kind: &str, n: usize) -> Vec<(u64, String, Value)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    let body = body.to_string();
+    let request = format!(
+        "POST /v1/reviews HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        d.port,
+        d.token,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut reader = BufReader::new(stream);
+    let (mut seen, mut text, mut line) = (0, String::new(), String::new());
+    while seen < n {
+        line.clear();
+        if reader.read_line(&mut line).expect("read") == 0 {
+            break;
+        }
+        if line.trim() == format!("event: {kind}") {
+            seen += 1;
+        }
+        text.push_str(&line);
+    }
+    Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: text.replace("\r\n", "\n"),
+    }
+    .sse()
+}
+
+#[test]
+fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
+    let mut d = Daemon::start();
+    // Five flagged lines, so the crash falls between findings.
+    let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
+    std::fs::write(d.repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
+    git(d.repo.path(), &["commit", "-q", "-am", "five findings"]);
+    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
+    // Restart with the fault-injection pause between findings.
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    d.child = spawn_with(
+        d.home.path(),
+        &[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", "400")],
+    );
+    d.port = read_port(&mut d.child);
+
+    let before = read_until(&d, &d.review_body("crash"), "finding.created", 2);
+    let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
+    let _ = d.child.kill(); // SIGKILL: no graceful shutdown, no flush
+    let _ = d.child.wait();
+    d.restart();
+
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(view["data"]["state"], "interrupted", "{view}");
+    let committed = view["data"]["findings"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert!(
+        (2..5).contains(&committed),
+        "the crash fell between findings: {committed} stored"
+    );
+
+    let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    // Follow the run to its end, from the start: one gap-free sequence, each finding once.
+    let all = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    let seqs: Vec<u64> = all.iter().map(|e| e.0).collect();
+    assert_eq!(
+        seqs,
+        (1..=all.len() as u64).collect::<Vec<_>>(),
+        "gap-free across the crash"
+    );
+    assert_eq!(all.last().map(|e| e.1.as_str()), Some("run.completed"));
+    let mut fingerprints: Vec<String> = all
+        .iter()
+        .filter(|e| e.1 == "finding.created")
+        .map(|e| {
+            e.2["finding"]["fingerprint"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(fingerprints.len(), 5, "every finding exactly once");
+    fingerprints.sort();
+    fingerprints.dedup();
+    assert_eq!(fingerprints.len(), 5);
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(view["data"]["state"], "completed");
+    assert_eq!(view["data"]["findings"].as_array().map(Vec::len), Some(5));
 }
