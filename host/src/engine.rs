@@ -314,6 +314,19 @@ impl Gateway {
                 "Use a new requestId for a different request (draft §12).",
             ));
         }
+        // The review cache (draft §12): same provider, model, commits, normalized request and
+        // rule sets → replay the findings of the completed run. A key that cannot be computed
+        // (a missing commit, a broken rule file) means no cache: the run reports the error.
+        let provider = request
+            .provider_id
+            .clone()
+            .unwrap_or_else(|| "builtin".into());
+        let model = request.model.clone().unwrap_or_default();
+        let cache_key = review::cache_key(&options, &provider, &model, &hash).ok();
+        let cached = match &cache_key {
+            Some(key) => self.inner.store.cache_get(key)?,
+            None => None,
+        };
         self.inner.store.create_run(&RunRecord::new(
             run_id.clone(),
             Some(request.request_id.clone()),
@@ -322,9 +335,17 @@ impl Gateway {
             body,
             review::now_rfc3339(),
         ))?;
+        if let Some(source) = cached
+            && self.replay_from_cache(&run_id, &request.request_id, &source)?
+        {
+            return Ok(Started {
+                run_id,
+                existing: false,
+            });
+        }
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
-        self.spawn(options, control, Some(request.request_id), true);
+        self.spawn(options, control, Some(request.request_id), true, cache_key);
         Ok(Started {
             run_id,
             existing: false,
@@ -366,7 +387,7 @@ impl Gateway {
             .iter()
             .cloned()
             .collect::<HashSet<_>>();
-        self.spawn(options, control, record.request_id.clone(), false);
+        self.spawn(options, control, record.request_id.clone(), false, None);
         self.run_view(run_id)
     }
 
@@ -541,6 +562,7 @@ impl Gateway {
         mut control: RunControl,
         request_id: Option<String>,
         new_run: bool,
+        cache_key: Option<String>,
     ) {
         let (committed, _) = watch::channel(control.last_seq);
         let live = Arc::new(LiveRun {
@@ -600,14 +622,25 @@ impl Gateway {
                 writer.flush();
             } else {
                 let blocking = tokio::task::spawn_blocking(move || {
-                    let _ = review::run_with(&options, &control, &mut |event: &AgentEvent| {
+                    let result = review::run_with(&options, &control, &mut |event: &AgentEvent| {
                         writer.push(event.clone())
                     });
                     writer.flush();
+                    result.is_ok()
                 });
-                if let Err(error) = blocking.await {
-                    tracing::error!(%run_id, %error, "review task panicked");
-                    gateway.set_state(&run_id, RunState::Failed);
+                match blocking.await {
+                    Ok(true) => {
+                        if let Some(key) = cache_key
+                            && let Err(error) = gateway.inner.store.cache_put(&key, &run_id)
+                        {
+                            tracing::warn!(%run_id, %error, "could not record the review in the cache");
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::error!(%run_id, %error, "review task panicked");
+                        gateway.set_state(&run_id, RunState::Failed);
+                    }
                 }
             }
             drop(permit);
@@ -615,6 +648,63 @@ impl Gateway {
                 map.remove(&run_id);
             }
         });
+    }
+
+    /// Fill run `run_id` with the events of the completed run `source`: `run.created` and
+    /// `run.completed` say `fromCache`, findings get new ids (their fingerprints are the same).
+    /// Returns false (and writes nothing) when `source` is gone or did not complete.
+    fn replay_from_cache(
+        &self,
+        run_id: &str,
+        request_id: &str,
+        source: &str,
+    ) -> Result<bool, GatewayError> {
+        let store = &self.inner.store;
+        if store.get_run(source)?.map(|r| r.state) != Some(RunState::Completed) {
+            return Ok(false);
+        }
+        let mut original = Vec::new();
+        loop {
+            let batch = store.events_after(
+                source,
+                original.last().map_or(0, |e: &AgentEvent| e.seq),
+                1024,
+            )?;
+            if batch.is_empty() {
+                break;
+            }
+            original.extend(batch);
+        }
+        let mut payloads: Vec<EventPayload> = vec![
+            RunCreated {
+                request_id: Some(request_id.to_owned()),
+                kind: Some(RunKind::Review),
+                from_cache: Some(true),
+            }
+            .into(),
+        ];
+        for event in original {
+            match event.payload {
+                EventPayload::RunCreated(_) => {}
+                EventPayload::RunCompleted(mut completed) => {
+                    completed.from_cache = Some(true);
+                    payloads.push(completed.into());
+                }
+                EventPayload::FindingCreated(mut created) => {
+                    created.finding.id = new_id("finding");
+                    payloads.push(created.into());
+                }
+                other => payloads.push(other),
+            }
+        }
+        let now = review::now_rfc3339();
+        let events: Vec<AgentEvent> = payloads
+            .into_iter()
+            .zip(1..)
+            .map(|(payload, seq)| AgentEvent::new(run_id, seq, now.clone(), payload))
+            .collect();
+        store.append_events(&events)?;
+        Ok(true)
     }
 
     fn set_state(&self, run_id: &str, state: RunState) {

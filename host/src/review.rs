@@ -259,27 +259,7 @@ fn pipeline(
         ref_name(&head),
     );
 
-    let mut catalog = load_catalog(options.user_rules_dir.as_deref(), &options.rules_dirs)?;
-    if options.repository_rules {
-        for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
-            if !name.ends_with(".toml") {
-                continue;
-            }
-            let bytes = repo.read_blob(id)?;
-            let origin = format!(
-                "{}:{REPOSITORY_RULES_DIR}/{name}",
-                short(&merge_base.to_string())
-            );
-            let text = String::from_utf8(bytes).map_err(|_| {
-                GatewayError::new(
-                    codes::RULES_INVALID,
-                    format!("{origin}: the rule file is not valid UTF-8"),
-                    "Save the rule file as UTF-8.",
-                )
-            })?;
-            catalog.add_source(&origin, &text)?;
-        }
-    }
+    let catalog = review_catalog(options, &repo, merge_base)?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let rule_set_version = selection.version();
     emitter.rule_sets(&selection);
@@ -507,6 +487,87 @@ fn ref_name(revision: &crate::repo::Revision) -> Option<String> {
 
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
+}
+
+/// Every rule set a review of `options` runs with: [`load_catalog`] plus, unless
+/// `options.repository_rules` is off, the repository's `.review-agent/rules/*.toml` read at
+/// `merge_base` (so a merge request cannot change the rules it is reviewed with).
+///
+/// # Errors
+/// As [`load_catalog`]; `rules.invalid` for a repository rule file that is broken or not
+/// UTF-8; `repository.read_failed`.
+pub fn review_catalog(
+    options: &ReviewOptions,
+    repo: &Repository,
+    merge_base: gix::ObjectId,
+) -> Result<Catalog, GatewayError> {
+    let mut catalog = load_catalog(options.user_rules_dir.as_deref(), &options.rules_dirs)?;
+    if options.repository_rules {
+        for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
+            if !name.ends_with(".toml") {
+                continue;
+            }
+            let bytes = repo.read_blob(id)?;
+            let origin = format!(
+                "{}:{REPOSITORY_RULES_DIR}/{name}",
+                short(&merge_base.to_string())
+            );
+            let text = String::from_utf8(bytes).map_err(|_| {
+                GatewayError::new(
+                    codes::RULES_INVALID,
+                    format!("{origin}: the rule file is not valid UTF-8"),
+                    "Save the rule file as UTF-8.",
+                )
+            })?;
+            catalog.add_source(&origin, &text)?;
+        }
+    }
+    Ok(catalog)
+}
+
+/// The review cache key of draft §12 / DESIGN §5 for `options` on the repository as it is
+/// now: `sha256:` over the provider id and model, the resolved merge base and head commits
+/// (`repositoryRevision`), `normalized_request` (the payload hash of the request without its
+/// `requestId`), the selected rule sets' `ruleSetVersion`, and their file digests (so an edited
+/// rule file without a version bump is a miss, not a stale hit).
+///
+/// # Errors
+/// Whatever resolving the revisions or loading the rule sets reports; callers treat an error
+/// as "no cache" and let the run report it.
+pub fn cache_key(
+    options: &ReviewOptions,
+    provider: &str,
+    model: &str,
+    normalized_request: &str,
+) -> Result<String, GatewayError> {
+    use sha2::{Digest, Sha256};
+    let repo = Repository::open(&options.repo)?;
+    let base = repo.resolve(&options.base)?;
+    let head = repo.resolve(&options.head)?;
+    let merge_base = repo.merge_base(base.id, head.id)?.unwrap_or(base.id);
+    let catalog = review_catalog(options, &repo, merge_base)?;
+    let selection = catalog.select(options.rule_set_ids.as_deref())?;
+    let mut hasher = Sha256::new();
+    for part in [
+        provider,
+        model,
+        &merge_base.to_string(),
+        &head.id.to_string(),
+        normalized_request,
+        &selection.version(),
+        selection.fingerprint(),
+    ] {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    let digest = hasher.finalize();
+    Ok(format!(
+        "sha256:{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
 }
 
 /// The built-in rule sets plus the user's: `user_rules_dir` when it exists, then each of

@@ -648,3 +648,51 @@ fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
     assert_eq!(view["data"]["state"], "completed");
     assert_eq!(view["data"]["findings"].as_array().map(Vec::len), Some(5));
 }
+
+#[test]
+fn the_same_review_again_replays_from_the_cache() {
+    let d = Daemon::start();
+    let first = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("cache-1")))
+        .sse();
+    let second = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("cache-2")))
+        .sse();
+    assert_ne!(first[0].2["runId"], second[0].2["runId"], "a new run");
+    assert_eq!(second[0].1, "run.created");
+    assert_eq!(second[0].2["fromCache"], true);
+    assert_eq!(second[0].2["requestId"], "cache-2");
+    assert_eq!(second.last().map(|e| e.1.as_str()), Some("run.completed"));
+    assert_eq!(
+        second.last().map(|e| e.2["fromCache"].clone()),
+        Some(json!(true))
+    );
+    let findings = |events: &[(u64, String, Value)]| -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter(|e| e.1 == "finding.created")
+            .map(|e| {
+                let f = &e.2["finding"];
+                (
+                    f["fingerprint"].as_str().unwrap_or_default().to_owned(),
+                    f["id"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (findings(&first), findings(&second));
+    assert_eq!(a.len(), 2);
+    assert_eq!(
+        a.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        b.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert!(a.iter().zip(&b).all(|(x, y)| x.1 != y.1), "new finding ids");
+    let ids: Vec<u64> = second.iter().map(|e| e.0).collect();
+    assert_eq!(ids, (1..=second.len() as u64).collect::<Vec<_>>());
+
+    // Another policy is another key: a fresh run.
+    let mut other = d.review_body("cache-3");
+    other["policy"]["minConfidence"] = json!("high");
+    let third = d.authed("POST", "/v1/reviews", Some(&other)).sse();
+    assert_eq!(third[0].2.get("fromCache"), None);
+}
