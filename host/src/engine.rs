@@ -118,6 +118,9 @@ struct Inner {
     started: Instant,
     gateway_version: String,
     accepting: AtomicBool,
+    // Invariant: once true, no event is committed any more (shutdown has marked the runs
+    // still going `interrupted`); held while committing so the two never interleave.
+    halted: Mutex<bool>,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -164,6 +167,7 @@ impl Gateway {
                 started: Instant::now(),
                 gateway_version: gateway_version.to_owned(),
                 accepting: AtomicBool::new(true),
+                halted: Mutex::new(false),
             }),
         };
         gateway.purge()?;
@@ -463,14 +467,21 @@ impl Gateway {
         Ok(futures_util::stream::unfold(state, Subscription::next))
     }
 
-    /// Stop accepting runs, wait up to `grace` for running ones, then mark what still runs
-    /// `interrupted` (its committed events stay; resume continues it after a restart).
+    /// Stop accepting runs, wait up to `grace` for running ones, then stop committing events
+    /// and mark what still runs `interrupted` (its committed events stay; resume continues it
+    /// after a restart). The caller then ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline && !self.live_ids().is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // From here on no event is committed; what still runs is interrupted.
+        *self
+            .inner
+            .halted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = true;
         for run_id in self.live_ids() {
             let result = self.inner.store.update_run(&run_id, |r| {
                 r.state = RunState::Interrupted;
@@ -775,8 +786,18 @@ impl EventWriter {
             return;
         }
         let events = std::mem::take(&mut self.pending);
-        let store = &self.gateway.inner.store;
-        if let Err(error) = store.append_events(&events) {
+        let inner = &self.gateway.inner;
+        let halted = inner
+            .halted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *halted {
+            // The daemon is stopping and has marked this run interrupted: resume redoes it.
+            return;
+        }
+        let committed = inner.store.append_events(&events);
+        drop(halted);
+        if let Err(error) = committed {
             tracing::error!(%error, "could not store run events");
             return;
         }

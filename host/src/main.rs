@@ -36,10 +36,14 @@ enum Command {
     /// (`Authorization: Bearer`). It lives in the state dir's `token` file, mode 0600.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// List, add or remove confirmed repository mappings (GitLab project → local clone) in the
-    /// config file, keeping its comments.
+    /// List, add, confirm or remove repository mappings (GitLab project → local clone) in the
+    /// config file, keeping its comments. Browsers only propose mappings; they become active
+    /// once confirmed here (DESIGN §6).
     #[command(subcommand)]
     Mappings(MappingsCommand),
+    /// Inspect the daemon's runs (read from its store; works while `serve` is running).
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// Run the daemon: the /v1 HTTP + SSE routes on 127.0.0.1:4317 (DESIGN §3). Prints
     /// `listening on http://ADDR` on stdout once it accepts connections.
     Serve(ServeArgs),
@@ -73,7 +77,10 @@ enum TokenCommand {
 
 #[derive(Subcommand)]
 enum MappingsCommand {
-    /// List the confirmed mappings of the config file.
+    /// List the confirmed mappings of the config file (`ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`),
+    /// then the browsers' pending proposals from the daemon's store
+    /// (`ID<TAB>pending<TAB>ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`). A proposal stays in the store
+    /// after `confirm`; it is hidden here once the config maps its project to its path.
     List {
         /// The config file (default: config.toml in the config dir).
         #[arg(long)]
@@ -97,6 +104,20 @@ enum MappingsCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Confirm a browser's pending proposal (its ID from `mappings list`): check that its local
+    /// path is a git repository and add it to the config file, keeping its comments. A running
+    /// daemon picks the change up on its next request.
+    //
+    // There is no `reject`: removing a proposal writes the store, which only the daemon may
+    // open for writing while it runs (redb's single-writer lock, DESIGN §3). A rejection has to
+    // go through the daemon (a local route) instead; an unconfirmed proposal is inert meanwhile.
+    Confirm {
+        /// The proposal's id, e.g. `mapping_01J…`.
+        id: String,
+        /// The config file to edit (default: config.toml in the config dir; created if missing).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Remove the mapping of a GitLab project.
     Remove {
         /// The GitLab instance, e.g. https://gitlab.com.
@@ -108,6 +129,32 @@ enum MappingsCommand {
         /// The config file to edit (default: config.toml in the config dir).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsCommand {
+    /// List the stored runs, newest first: id, state, kind, created, findings, and the current
+    /// stage or the error code of a failed run.
+    List {
+        /// At most this many runs.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// `text` (a table) or `json` (one summary object per line).
+        #[arg(long, value_enum, default_value = "text")]
+        format: ListFormat,
+    },
+    /// Show one run: state, stages, findings, error, and the GitLab target of its request.
+    Show {
+        /// The run id, e.g. `run_01J…`.
+        run_id: String,
+        /// Also print every stored event (text: `SEQ TYPE SUMMARY`; json: one AgentEvent per
+        /// line after the run record).
+        #[arg(long)]
+        events: bool,
+        /// `text` or `json` (the stored run record on one line, then the events if asked).
+        #[arg(long, value_enum, default_value = "text")]
+        format: ListFormat,
     },
 }
 
@@ -220,6 +267,7 @@ fn main() -> ExitCode {
         }
         Command::Token(command) => token_command(command),
         Command::Mappings(command) => mappings_command(command),
+        Command::Runs(command) => runs_command(command),
         Command::Serve(args) => serve_command(args),
     }
 }
@@ -282,6 +330,8 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         let _ = std::io::stdout().flush();
         tracing::info!(%addr, "review-agent-gateway listening");
     }));
+    // Review threads still going were marked interrupted: do not wait for them.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),
@@ -505,23 +555,64 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
     match command {
         MappingsCommand::List { config } => {
             let loaded = Config::load(config.as_deref())?;
-            // Confirmed mappings only. Pending proposals from browsers
-            // (`POST /v1/repository-mappings`, DESIGN §6) live in the store and are listed here
-            // by the store's engineer later.
             let mappings = &loaded.config().mappings;
             if mappings.is_empty() {
                 eprintln!("No repository mappings in {}.", loaded.path().display());
             }
+            let mut out = String::new();
             for m in mappings {
-                println!(
-                    "{}\t{}\t{}\t{}",
+                out.push_str(&format!(
+                    "{}\t{}\t{}\t{}\n",
                     m.gitlab_origin,
                     m.project_path,
                     m.local_path.display(),
                     m.default_ref
+                ));
+            }
+            let proposals = match open_store_reader()? {
+                Some(reader) => reader.mapping_proposals()?,
+                None => Vec::new(),
+            };
+            let mut pending = 0;
+            for p in &proposals {
+                let existing = loaded.find_mapping(&p.gitlab_origin, &p.project_path);
+                if existing.is_some_and(|m| same_path(&m.local_path, &p.local_path)) {
+                    continue; // confirmed already
+                }
+                pending += 1;
+                // Browser-supplied text: control characters (tabs, newlines, terminal escapes)
+                // are shown escaped.
+                out.push_str(&format!(
+                    "{}\tpending\t{}\t{}\t{}\t{}\n",
+                    printable(&p.id),
+                    printable(&p.gitlab_origin),
+                    printable(&p.project_path),
+                    printable(&p.local_path),
+                    printable(p.default_ref.as_deref().unwrap_or("main"))
+                ));
+                if let Some(m) = existing {
+                    eprintln!(
+                        "Proposal {} conflicts with the mapping of {} {} to {}: remove that \
+                         mapping first to confirm it.",
+                        p.id,
+                        m.gitlab_origin,
+                        m.project_path,
+                        m.local_path.display()
+                    );
+                }
+            }
+            if pending > 0 {
+                eprintln!(
+                    "{pending} pending {} from the browser; confirm one with \
+                     `review-agent-gateway mappings confirm ID`.",
+                    if pending == 1 {
+                        "proposal"
+                    } else {
+                        "proposals"
+                    }
                 );
             }
-            Ok(())
+            write_stdout(&out)
         }
         MappingsCommand::Add {
             gitlab_origin,
@@ -531,20 +622,7 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             config,
         } => {
             let path = config_path(config)?;
-            let local_path = std::fs::canonicalize(&local_path).map_err(|_| {
-                GatewayError::from(ConfigError::LocalPathMissing {
-                    local_path: local_path.clone(),
-                    problem: "does not exist",
-                })
-            })?;
-            if let Err(error) = review_agent_gateway::repo::Repository::open(&local_path) {
-                return Err(GatewayError::new(
-                    codes::REPOSITORY_NOT_FOUND,
-                    error.to_string(),
-                    "Give the directory of a local clone (git work tree or bare repository) of \
-                     the project.",
-                ));
-            }
+            let local_path = checked_repository(&local_path)?;
             let mapping = Mapping {
                 gitlab_origin,
                 project_path,
@@ -554,6 +632,73 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             config::add_mapping(&path, mapping.clone())?;
             println!(
                 "Mapped {} {} to {} (default ref {}) in {}.",
+                mapping.gitlab_origin,
+                mapping.project_path.trim_matches('/'),
+                mapping.local_path.display(),
+                mapping.default_ref,
+                path.display()
+            );
+            Ok(())
+        }
+        MappingsCommand::Confirm { id, config } => {
+            let unknown = || {
+                GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!("no pending mapping proposal `{id}`"),
+                    "Run `review-agent-gateway mappings list` to see the pending proposals and \
+                     their ids.",
+                )
+            };
+            let proposal = match open_store_reader()? {
+                Some(reader) => reader.mapping_proposals()?,
+                None => Vec::new(),
+            }
+            .into_iter()
+            .find(|p| p.id == id)
+            .ok_or_else(unknown)?;
+            let path = config_path(config)?;
+            let loaded = match Config::load(Some(&path)) {
+                Ok(loaded) => Some(loaded),
+                // No config file yet: add_mapping creates it.
+                Err(ConfigError::NotFound { .. }) => None,
+                Err(error) => return Err(error.into()),
+            };
+            if let Some(m) = loaded
+                .as_ref()
+                .and_then(|l| l.find_mapping(&proposal.gitlab_origin, &proposal.project_path))
+                && same_path(&m.local_path, &proposal.local_path)
+            {
+                println!(
+                    "Proposal {id} is already confirmed: {} {} maps to {} in {}.",
+                    m.gitlab_origin,
+                    m.project_path,
+                    m.local_path.display(),
+                    path.display()
+                );
+                return Ok(());
+            }
+            let proposed = PathBuf::from(&proposal.local_path);
+            if !proposed.is_absolute() {
+                return Err(GatewayError::new(
+                    codes::REPOSITORY_NOT_FOUND,
+                    format!(
+                        "proposal {id}: the local path `{}` is not absolute",
+                        proposal.local_path
+                    ),
+                    "Add the mapping yourself with `review-agent-gateway mappings add \
+                     --local-path` and the clone's absolute path.",
+                ));
+            }
+            let local_path = checked_repository(&proposed)?;
+            let mapping = Mapping {
+                gitlab_origin: proposal.gitlab_origin,
+                project_path: proposal.project_path,
+                local_path,
+                default_ref: proposal.default_ref.unwrap_or_else(|| "main".to_owned()),
+            };
+            config::add_mapping(&path, mapping.clone())?;
+            println!(
+                "Confirmed {id}: mapped {} {} to {} (default ref {}) in {}.",
                 mapping.gitlab_origin,
                 mapping.project_path.trim_matches('/'),
                 mapping.local_path.display(),
@@ -585,5 +730,391 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
                 ))
             }
         }
+    }
+}
+
+/// `local_path` made absolute and checked to be a git repository (work tree or bare).
+fn checked_repository(local_path: &std::path::Path) -> Result<PathBuf, GatewayError> {
+    use review_agent_gateway::config::ConfigError;
+    use review_agent_gateway::error::codes;
+    let local_path = std::fs::canonicalize(local_path).map_err(|_| {
+        GatewayError::from(ConfigError::LocalPathMissing {
+            local_path: local_path.to_owned(),
+            problem: "does not exist",
+        })
+    })?;
+    if let Err(error) = review_agent_gateway::repo::Repository::open(&local_path) {
+        return Err(GatewayError::new(
+            codes::REPOSITORY_NOT_FOUND,
+            error.to_string(),
+            "Give the directory of a local clone (git work tree or bare repository) of the \
+             project.",
+        ));
+    }
+    Ok(local_path)
+}
+
+/// Whether a confirmed mapping's path (canonical) is the proposed one (as the browser wrote
+/// it, possibly with `..` or a symlink).
+fn same_path(confirmed: &std::path::Path, proposed: &str) -> bool {
+    confirmed == std::path::Path::new(proposed)
+        || std::fs::canonicalize(proposed).is_ok_and(|p| p == confirmed)
+}
+
+/// The daemon's store, opened read-only beside it; `None` when no daemon has created it yet.
+fn open_store_reader() -> Result<Option<review_agent_gateway::store::StoreReader>, GatewayError> {
+    let path = review_agent_gateway::config::Paths::discover()?.store_file();
+    if !path.exists() {
+        return Ok(None);
+    }
+    Ok(Some(review_agent_gateway::store::StoreReader::open(&path)?))
+}
+
+/// Write `out` to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(out: &str) -> Result<(), GatewayError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(GatewayError::new(
+            review_agent_gateway::error::codes::INTERNAL,
+            format!("cannot write to stdout: {e}"),
+            "Check where the output goes (a full disk, a closed terminal).",
+        )),
+    }
+}
+
+// === runs (issue 3: local administration) ===
+
+/// Events read from the store per transaction by `runs show --events`.
+const EVENT_PAGE: usize = 1000;
+
+fn runs_command(command: RunsCommand) -> ExitCode {
+    let result = match command {
+        RunsCommand::List { limit, format } => runs_list(limit, format),
+        RunsCommand::Show {
+            run_id,
+            events,
+            format,
+        } => runs_show(&run_id, events, format),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error),
+    }
+}
+
+fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
+    let runs = match open_store_reader()? {
+        Some(reader) => reader.list_runs(limit)?,
+        None => Vec::new(),
+    };
+    if runs.is_empty() {
+        eprintln!("No runs yet.");
+        return Ok(());
+    }
+    let mut out = String::new();
+    if let ListFormat::Text = format {
+        out.push_str(&format!(
+            "{:<30} {:<11} {:<6} {:<24} {:>8}  {}\n",
+            "RUN", "STATE", "KIND", "CREATED", "FINDINGS", "STAGE/ERROR"
+        ));
+    }
+    for run in &runs {
+        let state = wire_name(&run.state);
+        let kind = wire_name(&run.kind);
+        let stage = run.stage.as_ref().map(wire_name);
+        let error_code = run.error.as_ref().map(|e| e.code.as_str());
+        match format {
+            ListFormat::Text => out.push_str(&format!(
+                "{:<30} {:<11} {:<6} {:<24} {:>8}  {}\n",
+                run.run_id,
+                state,
+                kind,
+                run.created_at,
+                run.finding_count,
+                error_code.or(stage.as_deref()).unwrap_or("-"),
+            )),
+            ListFormat::Json => {
+                let target = &run.request["target"];
+                let line = serde_json::json!({
+                    "runId": run.run_id, "state": state, "kind": kind,
+                    "createdAt": run.created_at, "updatedAt": run.updated_at,
+                    "finishedAt": run.finished_at, "findingCount": run.finding_count,
+                    "stage": stage, "errorCode": error_code, "requestId": run.request_id,
+                    "gitlabOrigin": target.get("gitlabOrigin"),
+                    "projectPath": target.get("projectPath"),
+                    "mergeRequestIid": target.get("mergeRequestIid"),
+                });
+                out.push_str(&format!("{line}\n"));
+            }
+        }
+    }
+    write_stdout(&out)
+}
+
+fn runs_show(run_id: &str, with_events: bool, format: ListFormat) -> Result<(), GatewayError> {
+    use review_agent_gateway::store::StoreError;
+    let not_found = || {
+        GatewayError::from(StoreError::NotFound {
+            run_id: run_id.to_owned(),
+        })
+    };
+    let reader = open_store_reader()?.ok_or_else(not_found)?;
+    let run = reader.get_run(run_id)?.ok_or_else(not_found)?;
+    let mut events = Vec::new();
+    if with_events {
+        loop {
+            let after = events.last().map_or(0, |e: &AgentEvent| e.seq);
+            let page = reader.events_after(run_id, after, EVENT_PAGE)?;
+            if page.is_empty() {
+                break;
+            }
+            events.extend(page);
+        }
+    }
+    let mut out = String::new();
+    match format {
+        ListFormat::Json => {
+            let line = serde_json::to_string(&run).expect("a RunRecord serializes");
+            out.push_str(&format!("{line}\n"));
+            for event in &events {
+                let line = serde_json::to_string(event).expect("an AgentEvent serializes");
+                out.push_str(&format!("{line}\n"));
+            }
+        }
+        ListFormat::Text => {
+            out.push_str(&run_text(&run));
+            if with_events {
+                out.push_str(&format!("events ({}):\n", events.len()));
+                for event in &events {
+                    out.push_str(&format!(
+                        "  {:>4} {:<16} {}\n",
+                        event.seq,
+                        event.event_type(),
+                        printable(&event_summary(event))
+                    ));
+                }
+            }
+        }
+    }
+    write_stdout(&out)
+}
+
+/// The wire (serde) name of a unit enum value such as `RunState::Completed` → `completed`.
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+/// `runs show` in text: one `field  value` line per fact.
+fn run_text(run: &review_agent_gateway::store::RunRecord) -> String {
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| out.push_str(&format!("{key:<15}{value}\n"));
+    line("run", &run.run_id);
+    line("kind", &wire_name(&run.kind));
+    line("state", &wire_name(&run.state));
+    if let Some(request_id) = &run.request_id {
+        line("request id", request_id);
+    }
+    line("created", &run.created_at);
+    line("updated", &run.updated_at);
+    if let Some(finished) = &run.finished_at {
+        line("finished", finished);
+    }
+    let completed: Vec<String> = run.completed_stages.iter().map(wire_name).collect();
+    line(
+        "stage",
+        &format!(
+            "{} (completed: {})",
+            run.stage.as_ref().map_or("-".to_owned(), wire_name),
+            if completed.is_empty() {
+                "none".to_owned()
+            } else {
+                completed.join(", ")
+            }
+        ),
+    );
+    line("findings", &run.finding_count.to_string());
+    line("last seq", &run.last_seq.to_string());
+    if run.from_cache {
+        line("from cache", "yes");
+    }
+    if let Some(from) = &run.resumed_from {
+        line("resumed from", from);
+    }
+    let target = &run.request["target"];
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    if let Some(origin) = text(&target["gitlabOrigin"]) {
+        line("gitlab", &origin);
+    }
+    if let Some(project) = text(&target["projectPath"]) {
+        line("project", &project);
+    }
+    if let Some(iid) = target["mergeRequestIid"].as_u64() {
+        line("merge request", &format!("!{iid}"));
+    }
+    let refs = &target["diffRefs"];
+    for (key, field) in [
+        ("base sha", "baseSha"),
+        ("start sha", "startSha"),
+        ("head sha", "headSha"),
+    ] {
+        if let Some(sha) = text(&refs[field]) {
+            line(key, &sha);
+        }
+    }
+    if let Some(error) = &run.error {
+        line("error", &format!("{}: {}", error.code, error.message));
+        line("remediation", &error.remediation);
+    }
+    out
+}
+
+/// One line about an event, for `runs show --events`.
+fn event_summary(event: &AgentEvent) -> String {
+    use review_agent_gateway::protocol::event::{ContextItem, EventPayload};
+    match &event.payload {
+        EventPayload::RunCreated(created) => {
+            let mut parts = Vec::new();
+            if let Some(kind) = &created.kind {
+                parts.push(wire_name(kind));
+            }
+            if let Some(request_id) = &created.request_id {
+                parts.push(format!("request {request_id}"));
+            }
+            if created.from_cache == Some(true) {
+                parts.push("from cache".to_owned());
+            }
+            parts.join(", ")
+        }
+        EventPayload::StageChanged(changed) => match &changed.message {
+            Some(message) => format!("{} ({message})", wire_name(&changed.stage)),
+            None => wire_name(&changed.stage),
+        },
+        EventPayload::ContextAdded(added) => match &added.context {
+            ContextItem::Revisions(r) => {
+                format!("revisions {}..{}", short(&r.base_sha), short(&r.head_sha))
+            }
+            ContextItem::Diff(d) => {
+                format!(
+                    "diff: {}, +{} -{}",
+                    count(d.files.into(), "file"),
+                    d.additions,
+                    d.deletions
+                )
+            }
+            ContextItem::RuleSets(r) => format!(
+                "rule sets {} ({})",
+                r.rule_set_version,
+                r.rule_sets
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            ContextItem::File(f) => match (f.start_line, f.end_line) {
+                (Some(start), Some(end)) => format!("file {}:{start}-{end}", f.path),
+                _ => format!("file {}", f.path),
+            },
+        },
+        EventPayload::ToolStarted(started) => format!("{} ({})", started.tool, started.call_id),
+        EventPayload::ToolCompleted(done) => match &done.error {
+            Some(error) => format!("{} failed: {}", done.tool, error.code),
+            None if done.ok => format!("{} ok", done.tool),
+            None => format!("{} failed", done.tool),
+        },
+        EventPayload::TextDelta(delta) => format!("{:?}", clip(&delta.text, 80)),
+        EventPayload::FindingCreated(created) => {
+            let f = &created.finding;
+            format!(
+                "{} {}:{}-{} {}{}",
+                wire_name(&f.severity),
+                f.path,
+                f.start_line,
+                f.end_line,
+                f.title,
+                f.rule_id
+                    .as_deref()
+                    .map(|r| format!(" [{r}]"))
+                    .unwrap_or_default()
+            )
+        }
+        EventPayload::Warning(warning) => match &warning.path {
+            Some(path) => format!("{} {path}: {}", warning.code, warning.message),
+            None => format!("{}: {}", warning.code, warning.message),
+        },
+        EventPayload::RunCompleted(done) => {
+            let mut parts = Vec::new();
+            if let Some(n) = done.finding_count {
+                parts.push(count(n.into(), "finding"));
+            }
+            if let Some(files) = &done.reviewed_files {
+                parts.push(format!("{} reviewed", count(files.len() as u64, "file")));
+            }
+            if let Some(files) = &done.skipped_files
+                && !files.is_empty()
+            {
+                parts.push(format!("{} skipped", files.len()));
+            }
+            if let Some(ms) = done.duration_ms {
+                parts.push(format!("{ms} ms"));
+            }
+            if done.from_cache == Some(true) {
+                parts.push("from cache".to_owned());
+            }
+            parts.join(", ")
+        }
+        EventPayload::RunFailed(failed) => {
+            format!("{}: {}", failed.error.code, failed.error.message)
+        }
+        EventPayload::RunCancelled(cancelled) => cancelled.reason.clone().unwrap_or_default(),
+    }
+}
+
+/// `text` with control characters escaped (`\t`, `\n`, `\u{1b}`), for text that did not come
+/// from the user at this terminal (browser proposals, event payloads).
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
+}
+
+/// `1 file`, `2 files`.
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// The first 12 characters of a SHA.
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
+
+/// `text` cut to at most `max` characters, with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
     }
 }

@@ -696,3 +696,39 @@ fn the_same_review_again_replays_from_the_cache() {
     let third = d.authed("POST", "/v1/reviews", Some(&other)).sse();
     assert_eq!(third[0].2.get("fromCache"), None);
 }
+
+#[test]
+fn sigterm_marks_a_run_still_going_interrupted() {
+    let mut d = Daemon::start();
+    let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
+    std::fs::write(d.repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
+    git(d.repo.path(), &["commit", "-q", "-am", "five findings"]);
+    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    // 3 s between findings: the run outlasts the 5 s shutdown grace.
+    d.child = spawn_with(
+        d.home.path(),
+        &[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", "3000")],
+    );
+    d.port = read_port(&mut d.child);
+    let before = read_until(&d, &d.review_body("term"), "finding.created", 1);
+    let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
+    let pid = d.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = d.child.wait().expect("daemon exits");
+    assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    d.restart();
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(view["data"]["state"], "interrupted", "{view}");
+    assert!(
+        view["data"]["findings"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty()),
+        "flushed findings kept"
+    );
+}

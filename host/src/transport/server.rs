@@ -63,6 +63,21 @@ pub async fn serve(
     })?;
     let state = HttpState::new(gateway.clone(), token, addr.port(), options.allowed_origins);
     on_listening(addr);
+    // Retention (DESIGN §5): purge old event logs hourly, not only at start.
+    let purger = gateway.clone();
+    let purge = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let gateway = purger.clone();
+            match tokio::task::spawn_blocking(move || gateway.purge()).await {
+                Ok(Ok(purged)) if purged > 0 => tracing::info!(purged, "purged old runs"),
+                Ok(Err(error)) => tracing::warn!(%error, "purging old runs failed"),
+                _ => {}
+            }
+        }
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -73,6 +88,7 @@ pub async fn serve(
                 "Restart the gateway.",
             )
         })?;
+    purge.abort();
     gateway.shutdown(Duration::from_secs(5)).await;
     Ok(())
 }
