@@ -162,7 +162,14 @@ fn spawn_with(home: &Path, env: &[(&str, &str)]) -> Child {
         .envs(env.iter().copied())
         .env("REVIEW_AGENT_GATEWAY_HOME", home)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(home.join("serve.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
         .spawn()
         .expect("serve starts")
 }
@@ -730,5 +737,55 @@ fn sigterm_marks_a_run_still_going_interrupted() {
             .as_array()
             .is_some_and(|f| !f.is_empty()),
         "flushed findings kept"
+    );
+}
+
+#[test]
+fn logs_never_contain_the_token_or_code() {
+    let d = Daemon::start();
+    let events = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("logs")))
+        .sse();
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("run.completed"));
+    let log = std::fs::read_to_string(d.home.path().join("serve.log")).unwrap_or_default();
+    assert!(log.contains("listening"), "the log is captured: {log}");
+    assert!(!log.contains(&d.token), "the token leaked into the log");
+    assert!(
+        !log.contains("eval(x)"),
+        "file contents leaked into the log"
+    );
+}
+
+#[test]
+fn bad_startup_inputs_exit_2_with_a_clear_error() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let run = |args: &[&str]| {
+        Command::new(bin())
+            .args(args)
+            .env("REVIEW_AGENT_GATEWAY_HOME", home.path())
+            .output()
+            .expect("runs")
+    };
+    let remote = run(&["serve", "--port", "0", "--bind", "0.0.0.0"]);
+    assert_eq!(remote.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&remote.stderr);
+    assert!(
+        stderr.contains("error[request.invalid]") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+
+    std::fs::create_dir_all(home.path().join("config")).expect("mkdir");
+    std::fs::write(
+        home.path().join("config/config.toml"),
+        "port = 4317\n[limits]\nmax_concurrent_reviews = \"two\"\n",
+    )
+    .expect("write");
+    let invalid = run(&["serve", "--port", "0"]);
+    assert_eq!(invalid.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&invalid.stderr);
+    assert!(stderr.contains("error[config.invalid]"), "{stderr}");
+    assert!(
+        stderr.contains(":3") && stderr.contains("limits.max_concurrent_reviews"),
+        "names line and key: {stderr}"
     );
 }
