@@ -89,10 +89,6 @@ impl Daemon {
         self.port = read_port(&mut self.child);
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
     fn review_body(&self, request_id: &str) -> Value {
         json!({
             "requestId": request_id,
