@@ -444,8 +444,8 @@ impl Gateway {
     }
 
     /// The run's events with `seq > after`, in order, as they are committed; the stream ends
-    /// after the run's terminal event, or once the stored events are drained when no task
-    /// runs it (an interrupted run). Reconnecting with the last seen `seq` yields exactly the
+    /// once the stored events are drained and no task runs the run (it finished, or it was
+    /// interrupted) — so a run resumed after its `run.cancelled` streams on. Reconnecting with the last seen `seq` yields exactly the
     /// missed events (draft §9).
     ///
     /// # Errors
@@ -833,12 +833,11 @@ struct Subscription {
 impl Subscription {
     async fn next(mut self) -> Option<(AgentEvent, Self)> {
         loop {
+            // A terminal event does not end the stream by itself: a resumed run continues
+            // after its `run.cancelled`. The stream ends when the stored events are drained
+            // and no task runs the run any more.
             if let Some(event) = self.buffer.pop_front() {
                 self.cursor = event.seq;
-                if event.payload.is_terminal() {
-                    self.done = true;
-                    self.buffer.clear();
-                }
                 return Some((event, self));
             }
             if self.done {

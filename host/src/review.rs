@@ -405,6 +405,7 @@ fn pipeline(
     let mut occurrences: HashMap<(String, String, String), u32> = HashMap::new();
     let mut seen = std::collections::HashSet::new();
     for c in candidates {
+        control.check()?;
         if c.rule.confidence() < options.min_confidence {
             continue;
         }

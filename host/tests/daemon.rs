@@ -578,6 +578,14 @@ fn read_until(d: &Daemon, body: &Value, kind: &str, n: usize) -> Vec<(u64, Strin
         }
         text.push_str(&line);
     }
+    // Finish the block of the last event (its data line and the blank line).
+    while !text.ends_with("\n\n") && !text.ends_with("\r\n\r\n") {
+        line.clear();
+        if reader.read_line(&mut line).expect("read") == 0 {
+            break;
+        }
+        text.push_str(&line);
+    }
     Reply {
         status: 200,
         headers: Vec::new(),
@@ -784,4 +792,97 @@ fn bad_startup_inputs_exit_2_with_a_clear_error() {
         stderr.contains(":3") && stderr.contains("limits.max_concurrent_reviews"),
         "names line and key: {stderr}"
     );
+}
+
+/// Restart `d` with five findings in its head commit, `slots` review slots and a pause of
+/// `delay_ms` after each finding.
+fn slow_daemon(slots: u32, delay_ms: &str) -> Daemon {
+    let mut d = Daemon::start();
+    let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
+    std::fs::write(d.repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
+    git(d.repo.path(), &["commit", "-q", "-am", "five findings"]);
+    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
+    let config = d.home.path().join("config/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace(
+            "max_concurrent_reviews = 3",
+            &format!("max_concurrent_reviews = {slots}"),
+        ),
+    )
+    .expect("write config");
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    d.child = spawn_with(
+        d.home.path(),
+        &[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", delay_ms)],
+    );
+    d.port = read_port(&mut d.child);
+    d
+}
+
+#[test]
+fn cancel_stops_a_running_review_and_resume_finishes_it() {
+    let d = slow_daemon(3, "500");
+    let before = read_until(&d, &d.review_body("cancel-me"), "finding.created", 1);
+    let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
+    let cancel = d.authed(
+        "POST",
+        &format!("/v1/runs/{run_id}/cancel"),
+        Some(&json!({"reason": "user_cancelled"})),
+    );
+    assert_eq!(cancel.status, 200, "{}", cancel.body);
+    let events = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    assert_eq!(
+        events.last().map(|e| e.1.as_str()),
+        Some("run.cancelled"),
+        "promptly, not after all findings"
+    );
+    let found = events.iter().filter(|e| e.1 == "finding.created").count();
+    assert!(found < 5, "stopped early: {found} findings");
+    assert_eq!(
+        d.authed("GET", &format!("/v1/runs/{run_id}"), None).json()["data"]["state"],
+        "cancelled"
+    );
+
+    let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let all = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    assert_eq!(all.last().map(|e| e.1.as_str()), Some("run.completed"));
+    assert_eq!(
+        all.iter().filter(|e| e.1 == "finding.created").count(),
+        5,
+        "each finding once"
+    );
+    let seqs: Vec<u64> = all.iter().map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn reviews_over_the_limit_queue_visibly_and_can_be_cancelled_while_queued() {
+    let d = slow_daemon(1, "400");
+    let busy = read_until(&d, &d.review_body("busy"), "finding.created", 1);
+    assert_eq!(busy[0].1, "run.created");
+    let queued = read_until(&d, &d.review_body("waiting"), "stage.changed", 1);
+    let run_id = queued[0].2["runId"].as_str().expect("runId").to_owned();
+    assert_eq!(
+        queued.last().map(|e| e.2["stage"].clone()),
+        Some(json!("queued")),
+        "{queued:?}"
+    );
+    assert_eq!(
+        d.authed("GET", &format!("/v1/runs/{run_id}"), None).json()["data"]["state"],
+        "queued"
+    );
+    d.authed("POST", &format!("/v1/runs/{run_id}/cancel"), None);
+    let events = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    let types: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(types, ["run.created", "stage.changed", "run.cancelled"]);
 }
