@@ -846,12 +846,15 @@ impl Subscription {
             if let Some(rx) = self.committed.as_mut() {
                 rx.borrow_and_update();
             }
-            match self
-                .gateway
-                .inner
-                .store
-                .events_after(&self.run_id, self.cursor, 256)
-            {
+            // Store reads block on disk: keep them off the async workers.
+            let (gateway, run_id, cursor) =
+                (self.gateway.clone(), self.run_id.clone(), self.cursor);
+            let read = tokio::task::spawn_blocking(move || {
+                gateway.inner.store.events_after(&run_id, cursor, 256)
+            })
+            .await
+            .unwrap_or_else(|e| Err(crate::store::StoreError::Database(e.to_string())));
+            match read {
                 Ok(batch) if !batch.is_empty() => {
                     self.buffer.extend(batch);
                     continue;
