@@ -215,6 +215,18 @@ impl Gateway {
         }
     }
 
+    /// The browser origins allowed to call the gateway (DESIGN §9): the configured
+    /// `allowed_origins` plus the GitLab origin of every confirmed mapping (the user named those
+    /// explicitly too). Read from the current configuration, so edits apply without a restart.
+    pub fn allowed_origins(&self) -> Vec<String> {
+        let config = self.config();
+        let mut origins = config.allowed_origins.clone();
+        origins.extend(config.mappings.iter().map(|m| m.gitlab_origin.clone()));
+        origins.sort();
+        origins.dedup();
+        origins
+    }
+
     /// `GET /v1/capabilities` data (draft §5), from the real configuration.
     pub fn capabilities(&self) -> Capabilities {
         let config = self.config();
@@ -262,6 +274,37 @@ impl Gateway {
                 return Err(invalid(format!("`{name}` is empty")));
             }
         }
+        // Cheap shape checks only: the reply never reveals whether the path exists (DESIGN §6).
+        let gitlab_origin = crate::config::normalize_origin(
+            req.gitlab_origin
+                .strip_suffix('/')
+                .unwrap_or(&req.gitlab_origin),
+        )
+        .map_err(|why| {
+            invalid(format!(
+                "`gitlabOrigin` is not an origin such as https://gitlab.example.com: {why}"
+            ))
+        })?;
+        if !std::path::Path::new(&req.local_path).is_absolute() {
+            return Err(invalid("`localPath` must be an absolute path".into()));
+        }
+        let project_path = req.project_path.trim_matches('/').to_owned();
+        let duplicate = self.inner.store.mapping_proposals()?.into_iter().find(|p| {
+            p.gitlab_origin == gitlab_origin
+                && p.project_path == project_path
+                && p.local_path == req.local_path
+        });
+        if let Some(existing) = duplicate {
+            return Ok(MappingProposed {
+                id: existing.id,
+                status: "pending",
+            });
+        }
+        let req = RepositoryMappingRequest {
+            gitlab_origin,
+            project_path,
+            ..req
+        };
         let proposal = MappingProposal {
             id: new_id("mapping"),
             gitlab_origin: req.gitlab_origin,
@@ -542,7 +585,18 @@ impl Gateway {
             .ok_or_else(|| {
                 GatewayError::new(
                     codes::REPOSITORY_NOT_MAPPED,
-                    "No local repository is mapped to this GitLab project.",
+                    format!(
+                        "No local repository is mapped to this GitLab project ({} {}). Map it \
+                         with `review-agent-gateway mappings add --gitlab-origin {} \
+                         --project-path {} --local-path <clone>`, or propose it with POST \
+                         /v1/repository-mappings and confirm it with `review-agent-gateway \
+                         mappings confirm <id>`.",
+                        target.gitlab_origin,
+                        target.project_path,
+                        target.gitlab_origin,
+                        target.project_path
+                    ),
+                    // The draft's remediation, verbatim (draft §4).
                     "Open Gateway settings and add a repository mapping.",
                 )
             })?;

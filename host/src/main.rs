@@ -281,6 +281,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
 
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -306,7 +307,6 @@ fn serve_command(args: ServeArgs) -> ExitCode {
             bind: args.bind.unwrap_or(config.bind),
             port: args.port.unwrap_or(config.port),
             allow_remote: args.allow_remote,
-            allowed_origins: config.allowed_origins.clone(),
         };
         let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
         Ok((gateway, token, options))

@@ -886,3 +886,75 @@ fn reviews_over_the_limit_queue_visibly_and_can_be_cancelled_while_queued() {
     let types: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
     assert_eq!(types, ["run.created", "stage.changed", "run.cancelled"]);
 }
+
+#[test]
+fn browser_facing_edges() {
+    let d = Daemon::start();
+    // Every answer is the common response object, even for a wrong method or a huge body.
+    let wrong_method = d.authed("DELETE", "/v1/reviews", None);
+    assert_eq!(wrong_method.status, 405);
+    assert_eq!(wrong_method.json()["ok"], false);
+    let huge = json!({ "requestId": "x".repeat(3 * 1024 * 1024) });
+    let too_large = d.authed("POST", "/v1/reviews", Some(&huge));
+    assert_eq!(
+        (too_large.status, too_large.error_code().as_str()),
+        (413, "request.invalid")
+    );
+
+    // The not-mapped error names the project and the command that maps it.
+    let mut unmapped = d.review_body("edges-unmapped");
+    unmapped["target"]["projectPath"] = json!("other/thing");
+    let reply = d.authed("POST", "/v1/reviews", Some(&unmapped));
+    let message = reply.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("other/thing") && message.contains("mappings add"),
+        "{message}"
+    );
+
+    // Proposals: shape-checked, duplicates return the same id.
+    let propose = |origin: &str, path: &str| {
+        d.authed(
+            "POST",
+            "/v1/repository-mappings",
+            Some(&json!({"gitlabOrigin": origin, "projectPath": "a/b", "localPath": path})),
+        )
+    };
+    assert_eq!(
+        propose("gitlab.example.com", "/srv/a").error_code(),
+        "request.invalid"
+    );
+    assert_eq!(
+        propose(ORIGIN, "relative/path").error_code(),
+        "request.invalid"
+    );
+    let first = propose(ORIGIN, "/srv/a").json();
+    let again = propose(&format!("{ORIGIN}/"), "/srv/a").json();
+    assert_eq!(first["data"]["id"], again["data"]["id"]);
+
+    // The origin of a mapping is allowed without listing it in allowed_origins, and config
+    // edits apply without a restart.
+    let other = "https://gitlab.other.example";
+    let config = d.home.path().join("config/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let preflight = || {
+        d.raw(
+            "OPTIONS",
+            "/v1/reviews",
+            &[("Origin", other), ("Access-Control-Request-Method", "POST")],
+            None,
+        )
+    };
+    assert_eq!(preflight().status, 403);
+    let extra = format!(
+        "{text}\n[[mappings]]\ngitlab_origin = \"{other}\"\nproject_path = \"x/y\"\nlocal_path = \"{}\"\n",
+        d.repo.path().display()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20)); // a new mtime
+    std::fs::write(&config, extra).expect("write config");
+    let allowed = preflight();
+    assert_eq!(allowed.status, 204);
+    assert_eq!(allowed.header("access-control-allow-origin"), Some(other));
+}

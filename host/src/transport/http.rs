@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -47,20 +48,15 @@ pub struct HttpState {
 struct Security {
     token: Token,
     port: u16,
-    allowed_origins: Vec<String>,
 }
 
 impl HttpState {
-    /// State for [`router`]: the engine, the local token, the port the server is bound to (for
-    /// the `Host` check) and the configured GitLab origins (for CORS).
-    pub fn new(gateway: Gateway, token: Token, port: u16, allowed_origins: Vec<String>) -> Self {
+    /// State for [`router`]: the engine (which also answers which origins are allowed), the
+    /// local token, and the port the server is bound to (for the `Host` check).
+    pub fn new(gateway: Gateway, token: Token, port: u16) -> Self {
         HttpState {
             gateway,
-            security: Arc::new(Security {
-                token,
-                port,
-                allowed_origins,
-            }),
+            security: Arc::new(Security { token, port }),
         }
     }
 }
@@ -78,6 +74,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/runs/{run_id}/cancel", post(cancel_run))
         .route("/v1/runs/{run_id}/resume", post(resume_run))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }
@@ -92,7 +89,10 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
         return error_response(&GatewayError::new(
             codes::REQUEST_HOST_NOT_ALLOWED,
             format!("Host `{}` is not this gateway", host.unwrap_or("")),
-            "Call the gateway as http://127.0.0.1:<port> or http://localhost:<port>.",
+            format!(
+                "Call the gateway as http://127.0.0.1:{port} or http://localhost:{port}.",
+                port = security.port
+            ),
         ));
     }
     let origin = headers
@@ -101,13 +101,14 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
         .map(str::to_owned);
     let allowed_origin = match &origin {
         None => None,
-        Some(o) if origin_allowed(o, &security.allowed_origins) => Some(o.clone()),
+        Some(o) if origin_allowed(o, &state.gateway.allowed_origins()) => Some(o.clone()),
         Some(o) => {
             // No CORS headers: the browser keeps the answer from the page, and no handler ran.
             return error_response(&GatewayError::new(
                 codes::ORIGIN_NOT_ALLOWED,
                 format!("origin `{o}` is not a configured GitLab origin"),
-                "Add the GitLab origin to `allowed_origins` in the gateway's config.toml.",
+                "Add the GitLab origin to `allowed_origins` in the gateway's config.toml, or map \
+                 a project of that origin (`review-agent-gateway mappings add`); no restart needed.",
             ));
         }
     };
@@ -156,7 +157,8 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
             Some(token) if !security.token.verify(token) => Some(GatewayError::new(
                 codes::AUTH_TOKEN_INVALID,
                 "the bearer token is not this gateway's",
-                "Copy the current token from `review-agent-gateway token show` (it changes on `token rotate`).",
+                "Copy the current token from `review-agent-gateway token show`; after `token rotate`, \
+                 restart the daemon so it uses the new one.",
             )),
             Some(_) => None,
         };
@@ -195,8 +197,12 @@ async fn capabilities(State(state): State<HttpState>) -> Response {
 async fn propose_mapping(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection),
+    };
     let request: RepositoryMappingRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return error_response(&e),
@@ -215,7 +221,11 @@ async fn propose_mapping(
     }
 }
 
-async fn chat(body: Bytes) -> Response {
+async fn chat(body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection),
+    };
     let request: ChatRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return error_response(&e),
@@ -234,7 +244,14 @@ async fn chat(body: Bytes) -> Response {
     ))
 }
 
-async fn start_review(State(state): State<HttpState>, body: Bytes) -> Response {
+async fn start_review(
+    State(state): State<HttpState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection),
+    };
     let value: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error_response(&invalid_json(&e)),
@@ -302,6 +319,27 @@ async fn resume_run(State(state): State<HttpState>, Path(run_id): Path<String>) 
         Ok(Err(e)) => error_response(&e),
         Err(e) => error_response(&internal(&e.to_string())),
     }
+}
+
+async fn method_not_allowed() -> Response {
+    let mut response = error_response(&GatewayError::new(
+        codes::REQUEST_INVALID,
+        "this route does not take that method",
+        "See the protocol draft for each route's method (GET for reads, POST for actions).",
+    ));
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+/// A body that could not be read (too large: over 2 MiB; or broken) as the common error.
+fn body_error(rejection: &BytesRejection) -> Response {
+    let mut response = error_response(&GatewayError::new(
+        codes::REQUEST_INVALID,
+        format!("the request body could not be read: {rejection}"),
+        "Send a JSON body under 2 MiB.",
+    ));
+    *response.status_mut() = rejection.status();
+    response
 }
 
 async fn not_found() -> Response {

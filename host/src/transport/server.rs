@@ -19,8 +19,6 @@ pub struct ServeOptions {
     /// Permit a non-loopback `bind` (DESIGN §3: only with `--allow-remote`; the token is
     /// always required).
     pub allow_remote: bool,
-    /// GitLab origins allowed for CORS (from the config).
-    pub allowed_origins: Vec<String>,
 }
 
 /// Bind, announce the address, serve until SIGINT/SIGTERM, then shut the engine down
@@ -61,7 +59,7 @@ pub async fn serve(
             "Retry.",
         )
     })?;
-    let state = HttpState::new(gateway.clone(), token, addr.port(), options.allowed_origins);
+    let state = HttpState::new(gateway.clone(), token, addr.port());
     on_listening(addr);
     // Retention (DESIGN §5): purge old event logs hourly, not only at start.
     let purger = gateway.clone();
