@@ -126,6 +126,7 @@ struct Inner {
 /// A run that has a task: its cancel flag and the channel that announces committed events.
 struct LiveRun {
     cancel: Arc<AtomicBool>,
+    cancel_reason: Arc<Mutex<Option<String>>>,
     cancelled: Notify,
     // Invariant: holds the seq of the last event committed to the store for this run.
     committed: watch::Sender<u64>,
@@ -443,9 +444,12 @@ impl Gateway {
     ///
     /// # Errors
     /// `run.not_found`.
-    pub fn cancel(&self, run_id: &str) -> Result<RunView, GatewayError> {
+    pub fn cancel(&self, run_id: &str, reason: Option<String>) -> Result<RunView, GatewayError> {
         self.record(run_id)?;
         if let Some(live) = self.live(run_id) {
+            if let Ok(mut slot) = live.cancel_reason.lock() {
+                *slot = Some(reason.unwrap_or_else(|| "cancelled".into()));
+            }
             live.cancel.store(true, Ordering::Relaxed);
             live.cancelled.notify_waiters();
         }
@@ -632,6 +636,7 @@ impl Gateway {
         let (committed, _) = watch::channel(control.last_seq);
         let live = Arc::new(LiveRun {
             cancel: control.cancel.clone(),
+            cancel_reason: control.cancel_reason.clone(),
             cancelled: Notify::new(),
             committed,
         });
@@ -680,7 +685,13 @@ impl Gateway {
             if permit.is_none() || control.cancel.load(Ordering::Relaxed) {
                 writer.emit(
                     crate::protocol::RunCancelled {
-                        reason: Some("cancelled while queued".into()),
+                        reason: Some(
+                            live.cancel_reason
+                                .lock()
+                                .ok()
+                                .and_then(|r| r.clone())
+                                .unwrap_or_else(|| "cancelled".into()),
+                        ),
                     }
                     .into(),
                 );

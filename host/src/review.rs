@@ -159,6 +159,8 @@ pub struct RunControl {
     /// Set to stop the run: it is checked between stages and between files, and the run then
     /// ends with `run.cancelled` (DESIGN §5).
     pub cancel: Arc<AtomicBool>,
+    /// Why it was cancelled (the cancel request's `reason`, draft §9), for `run.cancelled`.
+    pub cancel_reason: Arc<std::sync::Mutex<Option<String>>>,
     /// Findings with these fingerprints were already emitted by this run before it was
     /// interrupted or cancelled; a resumed run never emits them again (DESIGN §5).
     pub already_emitted: HashSet<String>,
@@ -173,6 +175,7 @@ impl RunControl {
             run_id,
             last_seq: 0,
             cancel: Arc::new(AtomicBool::new(false)),
+            cancel_reason: Arc::default(),
             already_emitted: HashSet::new(),
             announce: true,
         }
@@ -223,7 +226,13 @@ pub fn run_with(
             Err(error)
         }
         Err(Stop::Cancelled) => {
-            emitter.run_cancelled(Some("cancelled".into()));
+            let reason = control
+                .cancel_reason
+                .lock()
+                .ok()
+                .and_then(|r| r.clone())
+                .unwrap_or_else(|| "cancelled".into());
+            emitter.run_cancelled(Some(reason));
             Err(GatewayError::new(
                 codes::RUN_CANCELLED,
                 format!("run {} was cancelled", control.run_id),

@@ -841,6 +841,20 @@ fn cancel_stops_a_running_review_and_resume_finishes_it() {
         Some("run.cancelled"),
         "promptly, not after all findings"
     );
+    assert_eq!(
+        events.last().map(|e| e.2["reason"].clone()),
+        Some(json!("user_cancelled")),
+        "the caller's reason"
+    );
+    let bad = d.authed(
+        "POST",
+        &format!("/v1/runs/{run_id}/cancel"),
+        Some(&json!(["not", "an", "object"])),
+    );
+    assert_eq!(
+        (bad.status, bad.error_code().as_str()),
+        (400, "request.invalid")
+    );
     let found = events.iter().filter(|e| e.1 == "finding.created").count();
     assert!(found < 5, "stopped early: {found} findings");
     assert_eq!(

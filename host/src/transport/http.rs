@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
-    AgentEvent, ApiResponse, ChatRequest, ErrorObject, RepositoryMappingRequest,
+    AgentEvent, ApiResponse, CancelRequest, ChatRequest, ErrorObject, RepositoryMappingRequest,
 };
 use crate::security::{Token, bearer_token, host_allowed, origin_allowed};
 
@@ -305,8 +305,25 @@ async fn run_events(
     }
 }
 
-async fn cancel_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
-    match state.gateway.cancel(&run_id) {
+async fn cancel_run(
+    State(state): State<HttpState>,
+    Path(run_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection),
+    };
+    // The body is optional (`{"reason": "user_cancelled"}`, draft §9).
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        match parse::<CancelRequest>(&body) {
+            Ok(request) => request.reason,
+            Err(e) => return error_response(&e),
+        }
+    };
+    match state.gateway.cancel(&run_id, reason) {
         Ok(view) => ok(None, view),
         Err(e) => error_response(&e),
     }
