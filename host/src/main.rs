@@ -275,7 +275,7 @@ fn main() -> ExitCode {
 fn serve_command(args: ServeArgs) -> ExitCode {
     use review_agent_gateway::config::{Config, Paths};
     use review_agent_gateway::engine::Gateway;
-    use review_agent_gateway::security::Token;
+    use review_agent_gateway::security::{LiveToken, Token};
     use review_agent_gateway::store::Store;
     use review_agent_gateway::transport::server::{ServeOptions, serve};
 
@@ -287,7 +287,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let setup = || -> Result<(Gateway, Token, ServeOptions), GatewayError> {
+    let setup = || -> Result<(Gateway, LiveToken, ServeOptions), GatewayError> {
         let paths = Paths::discover()?;
         let loaded = Config::load(args.config.as_deref())?;
         std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
@@ -300,7 +300,8 @@ fn serve_command(args: ServeArgs) -> ExitCode {
                 "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
             )
         })?;
-        let token = Token::load_or_create(&paths.token_file())?;
+        let token_file = paths.token_file();
+        let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
         let store = Store::open(&paths.store_file())?;
         let config = loaded.config();
         let options = ServeOptions {
@@ -524,7 +525,7 @@ fn token_command(command: TokenCommand) -> ExitCode {
             if let TokenCommand::Rotate = command {
                 eprintln!(
                     "New token written to {}. Paste it into the userscript's settings; a running \
-                     daemon takes it when it restarts.",
+                     daemon uses it from its next request.",
                     path.display()
                 );
             }

@@ -8,10 +8,12 @@
 mod error;
 pub(crate) mod fs;
 mod host;
+mod live;
 mod origin;
 mod token;
 
 pub use error::SecurityError;
 pub use host::host_allowed;
+pub use live::LiveToken;
 pub use origin::origin_allowed;
 pub use token::{Token, bearer_token};

@@ -972,3 +972,34 @@ fn browser_facing_edges() {
     assert_eq!(allowed.status, 204);
     assert_eq!(allowed.header("access-control-allow-origin"), Some(other));
 }
+
+#[test]
+fn a_rotated_token_applies_without_a_restart() {
+    let mut d = Daemon::start();
+    assert_eq!(d.authed("GET", "/v1/capabilities", None).status, 200);
+    let old = d.token.clone();
+    std::thread::sleep(std::time::Duration::from_millis(20)); // a new mtime
+    let out = Command::new(bin())
+        .args(["token", "rotate"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", d.home.path())
+        .output()
+        .expect("token rotate runs");
+    assert!(out.status.success());
+    d.token = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_ne!(d.token, old);
+    assert_eq!(
+        d.authed("GET", "/v1/capabilities", None).status,
+        200,
+        "the new token works"
+    );
+    let stale = d.raw(
+        "GET",
+        "/v1/capabilities",
+        &[("Authorization", &format!("Bearer {old}"))],
+        None,
+    );
+    assert_eq!(
+        (stale.status, stale.error_code().as_str()),
+        (401, "auth.token_invalid")
+    );
+}

@@ -36,7 +36,7 @@ use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, ApiResponse, CancelRequest, ChatRequest, ErrorObject, RepositoryMappingRequest,
 };
-use crate::security::{Token, bearer_token, host_allowed, origin_allowed};
+use crate::security::{LiveToken, bearer_token, host_allowed, origin_allowed};
 
 /// What the routes share.
 #[derive(Clone)]
@@ -46,14 +46,14 @@ pub struct HttpState {
 }
 
 struct Security {
-    token: Token,
+    token: LiveToken,
     port: u16,
 }
 
 impl HttpState {
     /// State for [`router`]: the engine (which also answers which origins are allowed), the
     /// local token, and the port the server is bound to (for the `Host` check).
-    pub fn new(gateway: Gateway, token: Token, port: u16) -> Self {
+    pub fn new(gateway: Gateway, token: LiveToken, port: u16) -> Self {
         HttpState {
             gateway,
             security: Arc::new(Security { token, port }),
@@ -157,8 +157,8 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
             Some(token) if !security.token.verify(token) => Some(GatewayError::new(
                 codes::AUTH_TOKEN_INVALID,
                 "the bearer token is not this gateway's",
-                "Copy the current token from `review-agent-gateway token show`; after `token rotate`, \
-                 restart the daemon so it uses the new one.",
+                "Copy the current token from `review-agent-gateway token show` (it changes on \
+                 `token rotate`).",
             )),
             Some(_) => None,
         };

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
-use crate::security::Token;
+use crate::security::LiveToken;
 
 use super::http::{HttpState, router};
 
@@ -29,7 +29,7 @@ pub struct ServeOptions {
 /// when the port is taken.
 pub async fn serve(
     gateway: Gateway,
-    token: Token,
+    token: LiveToken,
     options: ServeOptions,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), GatewayError> {
