@@ -12,6 +12,7 @@ pub mod review;
 pub mod rules;
 pub mod security;
 pub mod store;
+pub mod tools;
 pub mod transport;
 
 pub use error::GatewayError;

@@ -47,6 +47,25 @@ enum Command {
     /// Run the daemon: the /v1 HTTP + SSE routes on 127.0.0.1:4317 (DESIGN §3). Prints
     /// `listening on http://ADDR` on stdout once it accepts connections.
     Serve(ServeArgs),
+    /// Call a repository tool (DESIGN §7) and print its JSON output, or `tool list` to list
+    /// the tools with their side effect and description.
+    Tool(ToolArgs),
+}
+
+#[derive(clap::Args)]
+struct ToolArgs {
+    /// The tool to call (e.g. `file_read`), or `list`.
+    name: String,
+    /// The repository (a work tree, a folder inside it, or a bare repository).
+    #[arg(long, default_value = ".")]
+    repo: PathBuf,
+    /// Revision to read at: a commit, branch or tag, or WORKTREE (default: HEAD). An input's
+    /// own `ref` takes precedence.
+    #[arg(long = "ref", allow_hyphen_values = true)]
+    rev: Option<String>,
+    /// The tool's input as a JSON object.
+    #[arg(long, default_value = "{}", allow_hyphen_values = true)]
+    input: String,
 }
 
 #[derive(clap::Args)]
@@ -269,6 +288,57 @@ fn main() -> ExitCode {
         Command::Mappings(command) => mappings_command(command),
         Command::Runs(command) => runs_command(command),
         Command::Serve(args) => serve_command(args),
+        Command::Tool(args) => tool_command(args),
+    }
+}
+
+// === tool (issue 4: repository tools) ===
+
+fn tool_command(args: ToolArgs) -> ExitCode {
+    use review_agent_gateway::error::codes;
+    use review_agent_gateway::tools::{Registry, ToolContext};
+    let registry = Registry::builtin();
+    if args.name == "list" {
+        let mut out = String::new();
+        for tool in registry.tools() {
+            out.push_str(&format!(
+                "{}\t{}\t{}\n",
+                tool.name(),
+                tool.side_effect().as_str(),
+                tool.description()
+            ));
+        }
+        return print_stdout(&out);
+    }
+    let run = || -> Result<serde_json::Value, GatewayError> {
+        let tool = registry.get(&args.name)?;
+        let input: serde_json::Value = serde_json::from_str(&args.input).map_err(|e| {
+            GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("--input is not valid JSON: {e}"),
+                "Pass the tool's input as a JSON object, e.g. --input '{\"path\": \"src/lib.rs\"}'.",
+            )
+        })?;
+        let ctx = ToolContext::open(&args.repo, args.rev.as_deref())?;
+        Ok(tool.execute(&ctx, input)?.value)
+    };
+    match run() {
+        Ok(value) => print_stdout(&pretty(&value)),
+        Err(error) => fail(&error),
+    }
+}
+
+fn print_stdout(text: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error[internal.error]: cannot write to stdout: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

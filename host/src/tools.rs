@@ -1,0 +1,291 @@
+//! Repository tools (draft §10, DESIGN §7): what a model calls during a review or chat, and what
+//! the userscript and the `tool` command call directly.
+//!
+//! A tool is a [`GatewayTool`]: a name, a description, a JSON Schema generated from its input
+//! type (`schemars`), a [`SideEffect`] class, and `execute`, which reads the repository at a
+//! revision ([`ToolRevision`]: a commit, by default the run's head, or the work tree) and answers
+//! JSON. [`Registry::builtin`] lists the built-in tools.
+//!
+//! **Invariant:** every path a tool touches goes through [`path`]: repository-relative only, no
+//! absolute paths, no `..`, no NUL or backslash, and no symbolic link that resolves outside the
+//! repository. Every output is capped, with `truncated: true` when a cap was hit.
+
+mod file_read;
+mod file_search;
+pub mod path;
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{GatewayError, codes};
+use crate::repo::{Repository, Revision};
+
+pub use file_read::FileRead;
+pub use file_search::FileSearch;
+
+/// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
+pub const WORKTREE: &str = "WORKTREE";
+
+/// What running a tool may do besides reading the repository (draft §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SideEffect {
+    /// Reads the repository only.
+    None,
+    /// Reads the repository and may read or fill the gateway's cache (e.g. a symbol index).
+    ReadCache,
+    /// Runs a command on the user's machine (`run_check`).
+    Command,
+}
+
+impl SideEffect {
+    /// The wire spelling: `none`, `read-cache` or `command`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideEffect::None => "none",
+            SideEffect::ReadCache => "read-cache",
+            SideEffect::Command => "command",
+        }
+    }
+}
+
+/// Where a tool reads: a commit's tree or the work tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolRevision {
+    /// The tree of a commit, read from the object database.
+    Commit(Revision),
+    /// The files on disk under the work tree root (honouring `.gitignore` where tools list).
+    Worktree,
+}
+
+/// What a tool call reads: an open repository and the default revision.
+pub struct ToolContext {
+    repo: Repository,
+    git: gix::Repository,
+    // Invariant: the canonical work tree root, `None` for a bare repository.
+    work_root: Option<PathBuf>,
+    rev: ToolRevision,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("repo", &self.repo)
+            .field("rev", &self.rev)
+            .finish()
+    }
+}
+
+impl ToolContext {
+    /// Open the repository containing `path`; tools read at `rev` unless their input has a `ref`
+    /// (`None` means `HEAD`; [`WORKTREE`] means the work tree).
+    ///
+    /// # Errors
+    /// `repository.not_found`, `repository.revision_missing`, or `request.invalid` for a
+    /// revision starting with `-` or `WORKTREE` in a bare repository.
+    pub fn open(path: &Path, rev: Option<&str>) -> Result<ToolContext, GatewayError> {
+        let repo = Repository::open(path)?;
+        let git = gix::open(repo.git_dir()).map_err(|e| {
+            GatewayError::new(
+                codes::REPOSITORY_NOT_FOUND,
+                format!("cannot open {}: {e}", repo.git_dir().display()),
+                "Pass --repo with the path of a git work tree or bare repository.",
+            )
+        })?;
+        let work_root = repo
+            .work_dir()
+            .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()));
+        let mut ctx = ToolContext {
+            repo,
+            git,
+            work_root,
+            rev: ToolRevision::Worktree,
+        };
+        ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
+        Ok(ctx)
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// The default revision of this context.
+    pub fn default_revision(&self) -> &ToolRevision {
+        &self.rev
+    }
+
+    /// The revision a call reads: its own `ref` when given, else the context's default.
+    ///
+    /// # Errors
+    /// As [`ToolContext::open`] for the revision.
+    pub fn revision(&self, spec: Option<&str>) -> Result<ToolRevision, GatewayError> {
+        match spec {
+            None => Ok(self.rev.clone()),
+            Some(WORKTREE) => {
+                if self.work_root.is_none() {
+                    return Err(GatewayError::new(
+                        codes::REQUEST_INVALID,
+                        "`ref` is WORKTREE but the repository is bare (it has no work tree)",
+                        "Give a commit, branch or tag as `ref`.",
+                    ));
+                }
+                Ok(ToolRevision::Worktree)
+            }
+            Some(spec) => Ok(ToolRevision::Commit(self.repo.resolve(spec)?)),
+        }
+    }
+
+    /// The canonical work tree root.
+    ///
+    /// # Errors
+    /// `request.invalid` for a bare repository.
+    pub fn work_root(&self) -> Result<&Path, GatewayError> {
+        self.work_root.as_deref().ok_or_else(|| {
+            GatewayError::new(
+                codes::REQUEST_INVALID,
+                "the repository is bare (it has no work tree)",
+                "Give a commit, branch or tag as `ref`.",
+            )
+        })
+    }
+
+    pub(crate) fn git(&self) -> &gix::Repository {
+        &self.git
+    }
+}
+
+/// A tool's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The JSON result.
+    pub value: serde_json::Value,
+    /// `true` when a cap (bytes, entries, matches) was hit.
+    pub truncated: bool,
+}
+
+/// A tool a model or the userscript may call (draft §10).
+pub trait GatewayTool: Send + Sync {
+    /// The name callers use, e.g. `file_read`.
+    fn name(&self) -> &'static str;
+    /// One paragraph for a model: what the tool does and when to use it.
+    fn description(&self) -> &'static str;
+    /// The JSON Schema of the input, generated from the input type.
+    fn input_schema(&self) -> serde_json::Value;
+    /// What running it may do besides reading.
+    fn side_effect(&self) -> SideEffect;
+    /// Run the tool.
+    ///
+    /// # Errors
+    /// `request.invalid` naming the field for a bad input; `tool.path_outside_repository` for a
+    /// path that leaves the repository; `tool.path_not_found`; repository errors.
+    fn execute(
+        &self,
+        ctx: &ToolContext,
+        input: serde_json::Value,
+    ) -> Result<ToolOutput, GatewayError>;
+}
+
+/// The tools the gateway offers, by name.
+pub struct Registry {
+    tools: Vec<Box<dyn GatewayTool>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| t.name()))
+            .finish()
+    }
+}
+
+impl Registry {
+    /// The built-in tools, sorted by name.
+    pub fn builtin() -> Registry {
+        let mut tools: Vec<Box<dyn GatewayTool>> = vec![Box::new(FileRead), Box::new(FileSearch)];
+        tools.sort_by_key(|t| t.name());
+        Registry { tools }
+    }
+
+    /// All tools, sorted by name.
+    pub fn tools(&self) -> impl Iterator<Item = &dyn GatewayTool> {
+        self.tools.iter().map(|t| t.as_ref())
+    }
+
+    /// The tool called `name`.
+    ///
+    /// # Errors
+    /// `tool.not_found`, naming the available tools.
+    pub fn get(&self, name: &str) -> Result<&dyn GatewayTool, GatewayError> {
+        self.tools().find(|t| t.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = self.tools().map(|t| t.name()).collect();
+            GatewayError::new(
+                codes::TOOL_NOT_FOUND,
+                format!("no tool is called `{name}`"),
+                format!(
+                    "Use one of: {} (`review-agent-gateway tool list`).",
+                    names.join(", ")
+                ),
+            )
+        })
+    }
+}
+
+/// The JSON Schema of `T` as a JSON value.
+pub(crate) fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(T)).expect("a JSON Schema serializes")
+}
+
+/// Deserialize a tool's input, answering `request.invalid` that names the offending field.
+pub(crate) fn parse_input<T: DeserializeOwned>(
+    tool: &str,
+    input: serde_json::Value,
+) -> Result<T, GatewayError> {
+    let invalid = |detail: String| {
+        GatewayError::new(
+            codes::REQUEST_INVALID,
+            format!("invalid input for `{tool}`: {detail}"),
+            "Send a JSON object matching the tool's input schema.",
+        )
+    };
+    let object = match &input {
+        serde_json::Value::Object(object) => object.clone(),
+        other => return Err(invalid(format!("expected a JSON object, got {other}"))),
+    };
+    match serde_json::from_value::<T>(input) {
+        Ok(value) => Ok(value),
+        Err(err) => {
+            let message = err.to_string();
+            if message.contains('`') && !message.starts_with("invalid") {
+                // serde names the field itself: "missing field `path`", "unknown field `x`".
+                return Err(invalid(message));
+            }
+            // A type or value error does not name its field: find the field that fails alone.
+            for (key, value) in object {
+                let mut single = serde_json::Map::new();
+                single.insert(key.clone(), value);
+                if let Err(e) = serde_json::from_value::<T>(serde_json::Value::Object(single)) {
+                    let e = e.to_string();
+                    if !e.starts_with("missing field") {
+                        return Err(invalid(format!("field `{key}`: {e}")));
+                    }
+                }
+            }
+            Err(invalid(message))
+        }
+    }
+}
+
+/// `request.invalid` for a field with an out-of-range value.
+pub(crate) fn invalid_field(
+    tool: &str,
+    field: &str,
+    detail: impl std::fmt::Display,
+) -> GatewayError {
+    GatewayError::new(
+        codes::REQUEST_INVALID,
+        format!("invalid input for `{tool}`: field `{field}`: {detail}"),
+        "Correct the field and retry.",
+    )
+}

@@ -1,0 +1,333 @@
+//! Safe repository-relative paths for tools (DESIGN §7).
+//!
+//! A tool path is normalized lexically ([`normalize`]): `.` and empty components are dropped,
+//! `..` pops a component and is refused when it would climb above the root; absolute paths, NUL
+//! bytes, backslashes and `.git` are refused. Then, at a commit ([`lookup_at`]), the tree is
+//! walked one component at a time and a symbolic link is never followed: a link whose target
+//! leaves the repository is refused, any other link is reported. In the work tree
+//! ([`resolve_in_worktree`]) the path is canonicalized and must stay under the canonical root,
+//! compared component by component, so a sibling `repo-evil/` is not "inside" `repo/`.
+
+use std::path::{Component, Path, PathBuf};
+
+use gix::ObjectId;
+
+use crate::error::{GatewayError, codes};
+use crate::repo::RepoError;
+
+/// What is stored at a path in a commit's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryAt {
+    /// A regular or executable file.
+    File {
+        /// The blob id.
+        id: ObjectId,
+    },
+    /// A symbolic link whose target stays inside the repository; never followed.
+    Symlink {
+        /// The link's target as stored.
+        target: String,
+    },
+    /// A submodule pinned to a commit of another repository.
+    Submodule {
+        /// The pinned commit.
+        commit: ObjectId,
+    },
+    /// A directory.
+    Directory {
+        /// The tree id.
+        id: ObjectId,
+    },
+}
+
+fn outside(path: &str, why: &str) -> GatewayError {
+    GatewayError::new(
+        codes::TOOL_PATH_OUTSIDE_REPOSITORY,
+        format!("`{}` is refused: {why}", printable(path)),
+        "Give a path relative to the repository root, using '/', without '..' that leaves the \
+         root; files reached through a symbolic link that points outside the repository cannot \
+         be read.",
+    )
+}
+
+fn printable(path: &str) -> String {
+    path.escape_debug().to_string()
+}
+
+/// Normalize a tool path lexically: drop `.` and empty components, apply `..`.
+///
+/// Returns the `/`-joined components; an empty string names the repository root.
+///
+/// # Errors
+/// `tool.path_outside_repository` for an absolute path, a `..` that climbs above the root, a
+/// NUL byte, a backslash, or a path into `.git`.
+pub fn normalize(path: &str) -> Result<String, GatewayError> {
+    if path.contains('\0') {
+        return Err(outside(path, "it contains a NUL byte"));
+    }
+    if path.contains('\\') {
+        return Err(outside(
+            path,
+            "it contains a backslash (separate components with '/')",
+        ));
+    }
+    if path.starts_with('/') || has_drive_prefix(path) {
+        return Err(outside(path, "it is absolute"));
+    }
+    let mut components: Vec<&str> = Vec::new();
+    for component in path.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                if components.pop().is_none() {
+                    return Err(outside(path, "its '..' climbs out of the repository"));
+                }
+            }
+            name => components.push(name),
+        }
+    }
+    if components
+        .first()
+        .is_some_and(|c| c.eq_ignore_ascii_case(".git"))
+    {
+        return Err(outside(
+            path,
+            "`.git` holds git's own data, not repository files",
+        ));
+    }
+    Ok(components.join("/"))
+}
+
+fn has_drive_prefix(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':'
+}
+
+/// Whether a symlink stored in directory `parent` (components from the root) with `target`
+/// stays inside the repository, resolving lexically (other links on the way are not followed,
+/// so they cannot be used to leave either: every link is checked where it is used).
+pub fn link_stays_inside(parent: &[&str], target: &str) -> bool {
+    if target.is_empty() || target.starts_with('/') || target.contains('\0') {
+        return false;
+    }
+    if target.contains('\\') || has_drive_prefix(target) {
+        return false;
+    }
+    let mut depth = parent.len();
+    for component in target.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
+fn read_error(what: String, err: impl std::fmt::Display) -> GatewayError {
+    RepoError::Read {
+        what,
+        message: err.to_string(),
+    }
+    .into()
+}
+
+/// What is stored at normalized `path` (from [`normalize`]) in `commit`'s tree, `None` when
+/// nothing is. The empty path is the root directory.
+///
+/// # Errors
+/// `tool.path_outside_repository` when a symlink on the path points outside the repository;
+/// `request.invalid` when a directory component is a symlink inside it (not followed: the
+/// message names its target); `repository.read_failed` for unreadable objects.
+pub fn lookup_at(
+    git: &gix::Repository,
+    commit: ObjectId,
+    path: &str,
+) -> Result<Option<EntryAt>, GatewayError> {
+    let mut tree = git
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(|e| read_error(format!("the tree of commit {commit}"), e))?;
+    if path.is_empty() {
+        return Ok(Some(EntryAt::Directory { id: tree.id }));
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    for (i, name) in components.iter().enumerate() {
+        let (mode, id) = {
+            let decoded = tree
+                .decode()
+                .map_err(|e| read_error(format!("a tree of `{path}`"), e))?;
+            let Some(entry) = decoded
+                .entries
+                .iter()
+                .find(|e| e.filename == name.as_bytes())
+            else {
+                return Ok(None);
+            };
+            (entry.mode, entry.oid.to_owned())
+        };
+        let last = i + 1 == components.len();
+        if mode.is_link() {
+            let data = git
+                .find_blob(id)
+                .map_err(|e| read_error(format!("the link `{path}`"), e))?
+                .detach()
+                .data;
+            let target = String::from_utf8_lossy(&data).into_owned();
+            if !link_stays_inside(&components[..i], &target) {
+                return Err(outside(
+                    path,
+                    &format!(
+                        "`{}` is a symbolic link that points outside the repository",
+                        components[..=i].join("/")
+                    ),
+                ));
+            }
+            if last {
+                return Ok(Some(EntryAt::Symlink { target }));
+            }
+            return Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!(
+                    "`{path}` goes through the symbolic link `{}` (→ `{target}`), which tools do \
+                     not follow",
+                    components[..=i].join("/")
+                ),
+                "Give the path through the link's target instead.",
+            ));
+        }
+        if last {
+            return Ok(Some(if mode.is_tree() {
+                EntryAt::Directory { id }
+            } else if mode.is_commit() {
+                EntryAt::Submodule { commit: id }
+            } else {
+                EntryAt::File { id }
+            }));
+        }
+        if !mode.is_tree() {
+            return Ok(None);
+        }
+        tree = git
+            .find_tree(id)
+            .map_err(|e| read_error(format!("a tree of `{path}`"), e))?;
+    }
+    Ok(None)
+}
+
+/// The canonical location of normalized `path` under the canonical work tree `root`.
+///
+/// # Errors
+/// `tool.path_outside_repository` when the path (or, for a missing path, its nearest existing
+/// ancestor) resolves outside `root` or into `.git`; `tool.path_not_found` when nothing is there.
+pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
+    let joined = root.join(path);
+    let check = |canonical: &Path| -> Result<(), GatewayError> {
+        // `Path::starts_with` compares whole components: `/x/repo-evil` is not under `/x/repo`.
+        let Ok(rest) = canonical.strip_prefix(root) else {
+            return Err(outside(
+                path,
+                "it resolves outside the repository through a symbolic link",
+            ));
+        };
+        if rest
+            .components()
+            .next()
+            .is_some_and(|c| c == Component::Normal(".git".as_ref()))
+        {
+            return Err(outside(path, "it resolves into `.git`"));
+        }
+        Ok(())
+    };
+    match std::fs::canonicalize(&joined) {
+        Ok(canonical) => {
+            check(&canonical)?;
+            Ok(canonical)
+        }
+        Err(_) => {
+            // Missing, or through a dangling link: check every existing prefix, and every
+            // dangling link's target lexically, so an escape is reported as one.
+            let components: Vec<&str> = path.split('/').collect();
+            let mut prefix = root.to_path_buf();
+            for (i, name) in components.iter().enumerate() {
+                prefix.push(name);
+                let Ok(meta) = std::fs::symlink_metadata(&prefix) else {
+                    break;
+                };
+                match std::fs::canonicalize(&prefix) {
+                    Ok(canonical) => check(&canonical)?,
+                    Err(_) if meta.file_type().is_symlink() => {
+                        let target = std::fs::read_link(&prefix)
+                            .map(|t| t.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        if !link_stays_inside(&components[..i], &target) {
+                            return Err(outside(
+                                path,
+                                &format!(
+                                    "`{}` is a symbolic link that points outside the repository",
+                                    components[..=i].join("/")
+                                ),
+                            ));
+                        }
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            Err(not_found(path, "in the work tree"))
+        }
+    }
+}
+
+/// `tool.path_not_found` for `path`, `where_` saying at which revision.
+pub fn not_found(path: &str, where_: &str) -> GatewayError {
+    GatewayError::new(
+        codes::TOOL_PATH_NOT_FOUND,
+        format!("nothing is stored at `{}` {where_}", printable(path)),
+        "Check the path (relative to the repository root) and the revision; `file_search` \
+         lists the files.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_paths() {
+        for (input, expect) in [
+            ("a/b.rs", "a/b.rs"),
+            ("./a//b", "a/b"),
+            ("a/../b", "b"),
+            ("-rf", "-rf"),
+            ("a..b", "a..b"),
+            ("", ""),
+        ] {
+            assert_eq!(normalize(input).ok().as_deref(), Some(expect), "{input:?}");
+        }
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a\0b",
+            "a\\b",
+            ".git/config",
+            "C:x",
+        ] {
+            let err = normalize(bad).expect_err(bad);
+            assert_eq!(err.code, codes::TOOL_PATH_OUTSIDE_REPOSITORY, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn link_targets() {
+        assert!(link_stays_inside(&["a"], "../b"));
+        assert!(link_stays_inside(&[], "b/c"));
+        assert!(!link_stays_inside(&[], "../b"));
+        assert!(!link_stays_inside(&["a"], "../../b"));
+        assert!(!link_stays_inside(&[], "/tmp"));
+    }
+}
