@@ -177,6 +177,26 @@ fn file_read_answers_ranges_and_kinds() {
 }
 
 #[test]
+fn a_submodule_answers_its_commit() {
+    let mut repo = TestRepo::new();
+    repo.write("a.txt", "a\n");
+    let first = repo.commit("first");
+    repo.stage_gitlink("vendor/lib", &first);
+    repo.commit_staged("submodule");
+    let ctx = ToolContext::open(repo.path(), None).expect("opens");
+    let registry = Registry::builtin();
+    let out = registry
+        .get("file_read")
+        .expect("registered")
+        .execute(&ctx, json!({ "path": "vendor/lib" }))
+        .expect("reads");
+    assert_eq!(
+        out.value,
+        json!({ "path": "vendor/lib", "kind": "submodule", "commit": first, "truncated": false })
+    );
+}
+
+#[test]
 fn a_twenty_megabyte_line_is_cut() {
     let mut repo = TestRepo::new();
     repo.write("huge.min.js", vec![b'x'; 20 * 1024 * 1024]);
