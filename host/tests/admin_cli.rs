@@ -2,6 +2,9 @@
 //! read the daemon's store while it runs, and `mappings list|confirm` turn a browser's proposal
 //! (`POST /v1/repository-mappings`) into a confirmed mapping the daemon uses without a restart.
 
+mod common;
+
+use common::{bin, dechunk, git};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -13,30 +16,6 @@ use serde_json::{Value, json};
 const ORIGIN: &str = "https://gitlab.example.com";
 const PROJECT: &str = "group/project";
 const CONFIG_COMMENT: &str = "# my gateway settings, keep this\n";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_review-agent-gateway")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A repository with two commits; the second adds two `eval` calls (two findings).
 struct Repo {
@@ -227,22 +206,6 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].strip_prefix("\r\n").unwrap_or(&tail[n..]);
-    }
-    out
 }
 
 fn json_lines(text: &str) -> Vec<Value> {

@@ -1,5 +1,8 @@
 //! End-to-end tests of the daemon: the real binary on a free loopback port, real HTTP.
 
+mod common;
+
+use common::{bin, dechunk, git};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -20,30 +23,6 @@ struct Daemon {
 
 const ORIGIN: &str = "https://gitlab.example.com";
 const PROJECT: &str = "group/project";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_review-agent-gateway")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 impl Daemon {
     fn start() -> Daemon {
@@ -272,22 +251,6 @@ impl Reply {
         }
         out
     }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].strip_prefix("\r\n").unwrap_or(&tail[n..]);
-    }
-    out
 }
 
 #[test]

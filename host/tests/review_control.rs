@@ -1,30 +1,13 @@
 //! The daemon's hooks into the review pipeline: caller-chosen run id, continuing sequence,
 //! cancellation, and never re-emitting a resumed run's findings (DESIGN §5).
 
-use std::process::Command;
+mod common;
+
+use common::git;
 use std::sync::atomic::Ordering;
 
 use review_agent_gateway::protocol::{AgentEvent, EventPayload};
 use review_agent_gateway::review::{ReviewOptions, RunControl, run_with};
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A repo whose `feature` branch adds two flagged lines to `app.py`.
 fn repo() -> tempfile::TempDir {
