@@ -10,6 +10,7 @@
 //! absolute paths, no `..`, no NUL or backslash, and no symbolic link that resolves outside the
 //! repository. Every output is capped, with `truncated: true` when a cap was hit.
 
+mod code_search;
 mod file_read;
 mod file_search;
 pub mod path;
@@ -21,6 +22,7 @@ use serde::de::DeserializeOwned;
 use crate::error::{GatewayError, codes};
 use crate::repo::{Repository, Revision};
 
+pub use code_search::CodeSearch;
 pub use file_read::FileRead;
 pub use file_search::FileSearch;
 
@@ -203,7 +205,11 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// The built-in tools, sorted by name.
     pub fn builtin() -> Registry {
-        let mut tools: Vec<Box<dyn GatewayTool>> = vec![Box::new(FileRead), Box::new(FileSearch)];
+        let mut tools: Vec<Box<dyn GatewayTool>> = vec![
+            Box::new(CodeSearch),
+            Box::new(FileRead),
+            Box::new(FileSearch),
+        ];
         tools.sort_by_key(|t| t.name());
         Registry { tools }
     }
