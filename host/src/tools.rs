@@ -12,6 +12,7 @@
 
 mod code_search;
 mod file_read;
+mod file_read_diff;
 mod file_search;
 pub mod path;
 
@@ -24,6 +25,7 @@ use crate::repo::{Repository, Revision};
 
 pub use code_search::CodeSearch;
 pub use file_read::FileRead;
+pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
@@ -208,6 +210,7 @@ impl Registry {
         let mut tools: Vec<Box<dyn GatewayTool>> = vec![
             Box::new(CodeSearch),
             Box::new(FileRead),
+            Box::new(FileReadDiff),
             Box::new(FileSearch),
         ];
         tools.sort_by_key(|t| t.name());

@@ -270,7 +270,10 @@ fn file_search_by_glob_and_fuzzy_name() {
 fn registry_and_schemas() {
     let registry = Registry::builtin();
     let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
-    assert_eq!(names, ["code_search", "file_read", "file_search"]);
+    assert_eq!(
+        names,
+        ["code_search", "file_read", "file_read_diff", "file_search"]
+    );
     for tool in registry.tools() {
         let schema = tool.input_schema();
         assert_eq!(schema["type"], "object", "{}", tool.name());
