@@ -400,6 +400,27 @@ impl Gateway {
         })
     }
 
+    /// `POST /v1/chat` (draft §7): validates the request; with no model provider in this
+    /// version, every valid request answers `provider.not_configured`.
+    ///
+    /// # Errors
+    /// `request.invalid` for an empty `messages`; otherwise `provider.not_configured`.
+    pub fn chat(
+        &self,
+        request: &crate::protocol::ChatRequest,
+    ) -> Result<std::convert::Infallible, GatewayError> {
+        if request.messages.is_empty() {
+            return Err(invalid(
+                "`messages` is empty; send at least one message (draft §7)".into(),
+            ));
+        }
+        Err(GatewayError::new(
+            codes::PROVIDER_NOT_CONFIGURED,
+            "no model provider is configured, so chat is not available",
+            "Configure an OpenAI-compatible or Anthropic provider (a later version of the gateway).",
+        ))
+    }
+
     /// `POST /v1/runs/:runId/resume` (draft §9): continue an `interrupted`, `cancelled` or
     /// `failed` run with its own event sequence; findings it already emitted are not emitted
     /// again. A run that is still going or completed is returned as it is.

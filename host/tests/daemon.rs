@@ -559,20 +559,8 @@ fn read_until(d: &Daemon, body: &Value, kind: &str, n: usize) -> Vec<(u64, Strin
 
 #[test]
 fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
-    let mut d = Daemon::start();
-    // Five flagged lines, so the crash falls between findings.
-    let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
-    std::fs::write(d.repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
-    git(d.repo.path(), &["commit", "-q", "-am", "five findings"]);
-    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
-    // Restart with the fault-injection pause between findings.
-    let _ = d.child.kill();
-    let _ = d.child.wait();
-    d.child = spawn_with(
-        d.home.path(),
-        &[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", "400")],
-    );
-    d.port = read_port(&mut d.child);
+    // Five flagged lines, with a fault-injection pause so the crash falls between findings.
+    let mut d = slow_daemon(3, "400");
 
     let before = read_until(&d, &d.review_body("crash"), "finding.created", 2);
     let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
@@ -673,19 +661,8 @@ fn the_same_review_again_replays_from_the_cache() {
 
 #[test]
 fn sigterm_marks_a_run_still_going_interrupted() {
-    let mut d = Daemon::start();
-    let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
-    std::fs::write(d.repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
-    git(d.repo.path(), &["commit", "-q", "-am", "five findings"]);
-    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
-    let _ = d.child.kill();
-    let _ = d.child.wait();
     // 3 s between findings: the run outlasts the 5 s shutdown grace.
-    d.child = spawn_with(
-        d.home.path(),
-        &[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", "3000")],
-    );
-    d.port = read_port(&mut d.child);
+    let mut d = slow_daemon(3, "3000");
     let before = read_until(&d, &d.review_body("term"), "finding.created", 1);
     let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
     let pid = d.child.id().to_string();

@@ -221,7 +221,7 @@ async fn propose_mapping(
     }
 }
 
-async fn chat(body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat(State(state): State<HttpState>, body: Result<Bytes, BytesRejection>) -> Response {
     let body = match body {
         Ok(body) => body,
         Err(rejection) => return body_error(&rejection),
@@ -230,18 +230,10 @@ async fn chat(body: Result<Bytes, BytesRejection>) -> Response {
         Ok(r) => r,
         Err(e) => return error_response(&e),
     };
-    if request.messages.is_empty() {
-        return error_response(&GatewayError::new(
-            codes::REQUEST_INVALID,
-            "`messages` is empty",
-            "Send at least one message (draft §7).",
-        ));
+    match state.gateway.chat(&request) {
+        Ok(never) => match never {},
+        Err(e) => error_response(&e),
     }
-    error_response(&GatewayError::new(
-        codes::PROVIDER_NOT_CONFIGURED,
-        "no model provider is configured, so chat is not available",
-        "Configure an OpenAI-compatible or Anthropic provider (a later version of the gateway).",
-    ))
 }
 
 async fn start_review(
