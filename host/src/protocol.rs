@@ -5,7 +5,8 @@
 //!
 //! - [`envelope`]: the common response and error objects (draft §4).
 //! - [`capability`]: `GET /v1/health` and `GET /v1/capabilities` data (draft §5).
-//! - [`request`]: request bodies of mapping (§6), chat (§7), review (§8) and cancel (§9).
+//! - [`request`]: request bodies of mapping (§6), chat (§7), review (§8), cancel (§9) and
+//!   direct tool calls (§10).
 //! - [`event`]: [`AgentEvent`] and its payloads (draft §7, §8, §11; DESIGN §5).
 //! - [`finding`]: [`ReviewFinding`] (draft §11).
 //!
@@ -20,7 +21,7 @@ pub mod request;
 
 pub use capability::{
     Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
-    RuleCapabilities,
+    RuleCapabilities, ToolCallResult, ToolDescription,
 };
 pub use envelope::{ApiResponse, ErrorObject};
 pub use event::{
@@ -35,5 +36,5 @@ pub use finding::{
 pub use request::{
     CancelRequest, ChatContext, ChatMessage, ChatRequest, ChatRole, DiffRefs, Effort,
     RepositoryMappingRequest, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
-    ScopeSelection, SelectionContext,
+    ScopeSelection, SelectionContext, ToolCallRequest,
 };

@@ -95,3 +95,38 @@ pub struct Limits {
     /// Upper bound for `policy.maxToolCalls` of a run.
     pub max_tool_calls_per_run: u32,
 }
+
+/// One entry of `GET /v1/tools` (draft §10 `GatewayTool`, without `execute`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescription {
+    /// The name to call, e.g. `file_read`.
+    pub name: String,
+    /// What the tool does, written for a model.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the tool's `input`.
+    pub input_schema: serde_json::Value,
+    /// `none`, `read-cache` or `command` (draft §10).
+    pub side_effect: String,
+    /// `false` when the tool exists but this gateway's config keeps it off (`run_check`).
+    pub enabled: bool,
+}
+
+/// `data` of `POST /v1/tools/:name`: a tool's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallResult {
+    /// Id of this call (`call_<ULID>`), as logged.
+    pub call_id: String,
+    /// The tool that ran.
+    pub tool: String,
+    /// The revision the call read by default, as requested (`WORKTREE`, a branch or a SHA).
+    #[serde(rename = "ref")]
+    pub rev: String,
+    /// The tool's JSON answer; its shape is the tool's own (see its description).
+    pub output: serde_json::Value,
+    /// `true` when the tool hit a cap (bytes, entries, matches).
+    pub truncated: bool,
+    /// Wall time of the call, in milliseconds.
+    pub duration_ms: u64,
+}

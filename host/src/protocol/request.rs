@@ -236,3 +236,32 @@ pub struct CancelRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
+
+// === Direct tool calls (draft §10, DESIGN §7) ===
+
+/// Body of `POST /v1/tools/:name`: run one repository tool directly, outside a run.
+///
+/// The target names a mapped repository the same way a review does (draft §8 `target`); the
+/// gateway never takes a local path from a browser (DESIGN §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRequest {
+    /// Optional client id of the call, echoed in the answer's `requestId` and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// GitLab origin of the mapped project, e.g. `https://gitlab.example.com`.
+    pub gitlab_origin: String,
+    /// Full project path, e.g. `group/project`.
+    pub project_path: String,
+    /// Revision the tool reads by default: a commit SHA, branch or tag, or `WORKTREE`. Default:
+    /// the mapping's `defaultRef`. A `ref` inside `input` overrides it for that tool.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// The tool's input object, as its `inputSchema` describes (`GET /v1/tools`). Default `{}`.
+    #[serde(default = "empty_object")]
+    pub input: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
