@@ -15,6 +15,7 @@ mod file_read;
 mod file_read_diff;
 mod file_search;
 pub mod path;
+pub mod symbol_search;
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,7 @@ pub use code_search::CodeSearch;
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
+pub use symbol_search::{SymbolIndex, SymbolSearch};
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
 pub const WORKTREE: &str = "WORKTREE";
@@ -70,6 +72,7 @@ pub struct ToolContext {
     // Invariant: the canonical work tree root, `None` for a bare repository.
     work_root: Option<PathBuf>,
     rev: ToolRevision,
+    symbols: Option<std::sync::Arc<SymbolIndex>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -105,6 +108,7 @@ impl ToolContext {
             git,
             work_root,
             rev: ToolRevision::Worktree,
+            symbols: None,
         };
         ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
         Ok(ctx)
@@ -153,6 +157,18 @@ impl ToolContext {
                 "Give a commit, branch or tag as `ref`.",
             )
         })
+    }
+
+    /// This context with a shared symbol index (the daemon opens one and passes it to every
+    /// call); without one, `symbol_search` opens the user's index file per call.
+    pub fn with_symbol_index(mut self, index: std::sync::Arc<SymbolIndex>) -> ToolContext {
+        self.symbols = Some(index);
+        self
+    }
+
+    /// The shared symbol index, if one was given.
+    pub fn symbol_index(&self) -> Option<&SymbolIndex> {
+        self.symbols.as_deref()
     }
 
     pub(crate) fn git(&self) -> &gix::Repository {
@@ -212,6 +228,7 @@ impl Registry {
             Box::new(FileRead),
             Box::new(FileReadDiff),
             Box::new(FileSearch),
+            Box::new(SymbolSearch),
         ];
         tools.sort_by_key(|t| t.name());
         Registry { tools }

@@ -272,7 +272,13 @@ fn registry_and_schemas() {
     let names: Vec<&str> = registry.tools().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["code_search", "file_read", "file_read_diff", "file_search"]
+        [
+            "code_search",
+            "file_read",
+            "file_read_diff",
+            "file_search",
+            "symbol_search"
+        ]
     );
     for tool in registry.tools() {
         let schema = tool.input_schema();

@@ -1,0 +1,579 @@
+//! `symbol_search`: definitions and references by name (exact, prefix or fuzzy), from the
+//! grammar crates' bundled tree-sitter tag queries for Rust, Python, JavaScript, TypeScript
+//! (and TSX), Go and Java ([`languages`]), at a revision or in the work tree.
+//!
+//! **Index.** Tags are kept per blob id in a persistent [`SymbolIndex`] ([`index`]): a second
+//! query parses nothing, and after a commit only the changed blobs are parsed. The daemon opens
+//! one index and passes it in the [`ToolContext`]; without one, a call opens
+//! `<state dir>/symbols.redb` itself (`REVIEW_AGENT_GATEWAY_HOME` relocates it), falling back to
+//! memory when it cannot (`"index": "memory"` and an `indexNote` in the output).
+//!
+//! **Revision.** At a commit, the files are the blobs of its tree (no symbolic links, no
+//! submodules) with a supported extension. In the work tree, the files are those the `ignore`
+//! crate walks (`.gitignore` honoured, links not followed), keyed by the blob id of their
+//! content, computed as git does, so the two share the index. Files over 1 MiB and binary files
+//! are indexed as having no symbols. The `language` and `paths` filters apply before indexing,
+//! so a narrow query on a cold index parses only what it needs.
+//!
+//! **Matching and ranking.** `exact` is case-sensitive equality. `prefix` also finds names
+//! that start with the query (smart case: case-insensitive unless the query has an uppercase
+//! letter). `fuzzy` also finds names holding the query's characters in order, scored by
+//! `nucleo-matcher` (smart case). Exact matches come first, then prefix matches, then fuzzy
+//! ones by score; within each, definitions before references, then by path, line and column.
+//!
+//! **Positions.** `line`/`endLine` are 1-based lines; `column` is the 1-based byte column of
+//! the name (as `code_search`). `endLine` is where the tagged node ends (the whole function or
+//! class for a definition, the call for a reference). `text` is the name's line, trimmed, at
+//! most 180 bytes.
+
+pub mod index;
+pub mod languages;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use nucleo_matcher::pattern::{Atom, AtomKind, CaseMatching, Normalization};
+use nucleo_matcher::{Matcher, Utf32Str};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::path::{self, EntryAt};
+use super::{
+    GatewayTool, SideEffect, ToolContext, ToolOutput, ToolRevision, invalid_field, parse_input,
+};
+use crate::error::GatewayError;
+use crate::repo::RepoError;
+pub use index::{FileEntry, IndexMode, SymbolIndex};
+use languages::{FileTags, Lang, MAX_FILE_BYTES};
+
+/// Results returned when `maxResults` is not given.
+pub const DEFAULT_MAX_RESULTS: usize = 100;
+/// The largest `maxResults` accepted.
+pub const MAX_RESULTS: usize = 1000;
+/// The longest `query` accepted, in characters.
+pub const MAX_QUERY_CHARS: usize = 256;
+/// The longest `kind` accepted, in characters.
+const MAX_KIND_CHARS: usize = 64;
+/// The longest path glob accepted, in bytes.
+const MAX_GLOB_BYTES: usize = 1024;
+/// The most path globs accepted.
+const MAX_GLOBS: usize = 64;
+
+/// How `query` is compared with symbol names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchMode {
+    /// The name equals the query (case-sensitive).
+    #[default]
+    Exact,
+    /// The name starts with the query (smart case); exact matches first.
+    Prefix,
+    /// The query's characters appear in the name in order (smart case); exact, then prefix
+    /// matches first, then by score.
+    Fuzzy,
+}
+
+/// Which tags to return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Definitions only (`@definition.*` captures).
+    Definition,
+    /// References only (`@reference.*` captures: calls, type uses, implementations).
+    Reference,
+    /// Both.
+    #[default]
+    Any,
+}
+
+/// A language `symbol_search` parses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LanguageName {
+    /// `.rs`
+    Rust,
+    /// `.py`, `.pyi`
+    Python,
+    /// `.js`, `.mjs`, `.cjs`, `.jsx`
+    Javascript,
+    /// `.ts`, `.mts`, `.cts`, `.tsx`
+    Typescript,
+    /// `.go`
+    Go,
+    /// `.java`
+    Java,
+}
+
+impl LanguageName {
+    fn as_str(self) -> &'static str {
+        match self {
+            LanguageName::Rust => "rust",
+            LanguageName::Python => "python",
+            LanguageName::Javascript => "javascript",
+            LanguageName::Typescript => "typescript",
+            LanguageName::Go => "go",
+            LanguageName::Java => "java",
+        }
+    }
+}
+
+/// Input of `symbol_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SymbolSearchInput {
+    /// The symbol name (or part of it, see `match`); 1 to 256 characters.
+    pub query: String,
+    /// `exact` (default), `prefix` or `fuzzy`.
+    #[serde(rename = "match")]
+    pub match_mode: Option<MatchMode>,
+    /// `definition`, `reference` or `any` (default).
+    pub role: Option<Role>,
+    /// Only tags of this kind, e.g. `function`, `method`, `class`, `interface`, `module`,
+    /// `macro`, `type`, `call`, `implementation` (case-insensitive).
+    pub kind: Option<String>,
+    /// Only files of this language.
+    pub language: Option<LanguageName>,
+    /// Only files whose repository-relative path matches one of these globs, e.g. `src/**/*.rs`
+    /// (`*` also matches across '/'); default: every file.
+    pub paths: Option<Vec<String>>,
+    /// Revision to search at: a commit, branch or tag, or `WORKTREE` (default: the run's head).
+    #[serde(rename = "ref")]
+    pub rev: Option<String>,
+    /// The most symbols to return (default 100, at most 1000).
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_results: Option<usize>,
+}
+
+/// Finds definitions and references by name (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SymbolSearch;
+
+const NAME: &str = "symbol_search";
+
+impl GatewayTool for SymbolSearch {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        "Find where a symbol is defined and where it is used, by name, in Rust, Python, \
+         JavaScript, TypeScript, Go and Java (tree-sitter tag queries). `match`: `exact` \
+         (default), `prefix` or `fuzzy`; `role`: `definition`, `reference` or `any`; optional \
+         `kind` (function, method, class, interface, module, macro, type, call, ...), \
+         `language` and path globs. Reads the run's head commit, another revision (`ref`), or \
+         the work tree (`ref: \"WORKTREE\"`). Answers symbols with name, role, kind, language, \
+         path, 1-based line/column, endLine and the line's text; exact matches first, then \
+         definitions before references; at most `maxResults` (default 100), `truncated: true` \
+         when more matched. The index is kept per file content, so repeated queries are fast."
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        super::schema_of::<SymbolSearchInput>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::ReadCache
+    }
+
+    fn execute(
+        &self,
+        ctx: &ToolContext,
+        input: serde_json::Value,
+    ) -> Result<ToolOutput, GatewayError> {
+        let input: SymbolSearchInput = parse_input(NAME, input)?;
+        let request = Request::new(&input)?;
+        let globs = build_globs(input.paths.as_deref())?;
+        let rev = ctx.revision(input.rev.as_deref())?;
+
+        let opened;
+        let index: &SymbolIndex = match ctx.symbol_index() {
+            Some(index) => index,
+            None => {
+                opened = SymbolIndex::open_default();
+                &opened
+            }
+        };
+        let wanted = |entry: &FileEntry| {
+            input
+                .language
+                .is_none_or(|l| l.as_str() == entry.lang.name())
+                && globs.as_ref().is_none_or(|g| g.is_match(&*entry.path))
+        };
+        let (entries, lookup) = match &rev {
+            ToolRevision::Commit(revision) => {
+                let all = files_at_commit(ctx, index, revision.id)?;
+                let entries: Vec<FileEntry> = all.iter().filter(|e| wanted(e)).cloned().collect();
+                let repo = ctx.git().clone().into_sync();
+                let loader = || -> index::Loader<'_> {
+                    let repo = repo.to_thread_local();
+                    Box::new(move |entry: &FileEntry| read_blob(&repo, entry.oid))
+                };
+                let lookup = index.lookup(&entries, &loader);
+                (entries, lookup)
+            }
+            ToolRevision::Worktree => {
+                let (entries, contents) = files_in_worktree(ctx, &wanted)?;
+                let loader = || -> index::Loader<'_> {
+                    let contents = &contents;
+                    Box::new(move |entry: &FileEntry| contents.get(&entry.oid).cloned())
+                };
+                let lookup = index.lookup(&entries, &loader);
+                (entries, lookup)
+            }
+        };
+
+        let mut hits = request.collect(&entries, &lookup.tags);
+        hits.sort_unstable_by(|a, b| {
+            a.tier
+                .cmp(&b.tier)
+                .then(b.score.cmp(&a.score))
+                .then(b.definition.cmp(&a.definition))
+                .then_with(|| entries[a.file].path.cmp(&entries[b.file].path))
+                .then(a.line.cmp(&b.line))
+                .then(a.column.cmp(&b.column))
+        });
+        let match_count = hits.len();
+        let truncated = match_count > request.max_results;
+        hits.truncate(request.max_results);
+        let symbols: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|hit| {
+                let entry = &entries[hit.file];
+                let file = &lookup.tags[hit.file];
+                let tag = &file.tags[hit.tag];
+                json!({
+                    "name": tag.name,
+                    "role": if tag.definition { "definition" } else { "reference" },
+                    "kind": tag.kind,
+                    "language": entry.lang.name(),
+                    "path": &*entry.path,
+                    "line": tag.line,
+                    "column": tag.column,
+                    "endLine": tag.end_line,
+                    "text": file.lines.get(tag.text as usize).map_or("", String::as_str),
+                })
+            })
+            .collect();
+        let mut value = json!({
+            "symbols": symbols,
+            "matchCount": match_count,
+            "indexedFiles": entries.len(),
+            "parsedFiles": lookup.parsed,
+            "index": index.mode().as_str(),
+            "truncated": truncated,
+        });
+        if let Some(note) = index.note() {
+            value["indexNote"] = json!(note);
+        }
+        Ok(ToolOutput { value, truncated })
+    }
+}
+
+// === matching ===
+
+/// A validated query.
+struct Request {
+    query: String,
+    mode: MatchMode,
+    role: Role,
+    kind: Option<String>,
+    max_results: usize,
+    // Smart case for prefix matches: the lower-cased query when it has no uppercase letter.
+    folded: Option<String>,
+}
+
+/// A tag that matched, by position in the snapshot.
+struct Hit {
+    tier: u8,
+    score: u32,
+    definition: bool,
+    file: usize,
+    tag: usize,
+    line: u32,
+    column: u32,
+}
+
+impl Request {
+    fn new(input: &SymbolSearchInput) -> Result<Request, GatewayError> {
+        let chars = input.query.chars().count();
+        if input.query.trim().is_empty() {
+            return Err(invalid_field(NAME, "query", "is empty"));
+        }
+        if chars > MAX_QUERY_CHARS {
+            return Err(invalid_field(
+                NAME,
+                "query",
+                format!("{chars} characters is longer than {MAX_QUERY_CHARS}"),
+            ));
+        }
+        if input.query.chars().any(char::is_control) {
+            return Err(invalid_field(NAME, "query", "contains a control character"));
+        }
+        let max_results = input.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
+        if max_results == 0 || max_results > MAX_RESULTS {
+            return Err(invalid_field(
+                NAME,
+                "maxResults",
+                format!("{max_results} is not between 1 and {MAX_RESULTS}"),
+            ));
+        }
+        let kind = match &input.kind {
+            Some(kind) if kind.trim().is_empty() => {
+                return Err(invalid_field(NAME, "kind", "is empty"));
+            }
+            Some(kind) if kind.chars().count() > MAX_KIND_CHARS => {
+                return Err(invalid_field(
+                    NAME,
+                    "kind",
+                    format!("longer than {MAX_KIND_CHARS} characters"),
+                ));
+            }
+            Some(kind) => Some(kind.trim().to_lowercase()),
+            None => None,
+        };
+        let query = input.query.trim().to_owned();
+        let folded = (!query.chars().any(char::is_uppercase)).then(|| query.to_lowercase());
+        Ok(Request {
+            query,
+            mode: input.match_mode.unwrap_or_default(),
+            role: input.role.unwrap_or_default(),
+            kind,
+            max_results,
+            folded,
+        })
+    }
+
+    /// Every tag of `files` that passes the role and kind filters and matches the query.
+    fn collect(&self, entries: &[FileEntry], files: &[Arc<FileTags>]) -> Vec<Hit> {
+        let mut matcher = Matcher::new(nucleo_matcher::Config::DEFAULT);
+        let atom = Atom::new(
+            &self.query,
+            CaseMatching::Smart,
+            Normalization::Smart,
+            AtomKind::Fuzzy,
+            false,
+        );
+        let mut buf = Vec::new();
+        // Names repeat (every call of a function); score each distinct name once.
+        let mut memo: HashMap<&str, Option<(u8, u32)>> = HashMap::new();
+        let mut hits = Vec::new();
+        for (file, tags) in files.iter().enumerate().take(entries.len()) {
+            for (tag_index, tag) in tags.tags.iter().enumerate() {
+                match self.role {
+                    Role::Definition if !tag.definition => continue,
+                    Role::Reference if tag.definition => continue,
+                    _ => {}
+                }
+                if self
+                    .kind
+                    .as_ref()
+                    .is_some_and(|k| !tag.kind.eq_ignore_ascii_case(k))
+                {
+                    continue;
+                }
+                let rank = if self.mode == MatchMode::Exact {
+                    (tag.name == self.query).then_some((0, 0))
+                } else {
+                    *memo
+                        .entry(tag.name.as_str())
+                        .or_insert_with(|| self.rank(&tag.name, &atom, &mut matcher, &mut buf))
+                };
+                let Some((tier, score)) = rank else { continue };
+                hits.push(Hit {
+                    tier,
+                    score,
+                    definition: tag.definition,
+                    file,
+                    tag: tag_index,
+                    line: tag.line,
+                    column: tag.column,
+                });
+            }
+        }
+        hits
+    }
+
+    /// `(tier, score)` of `name`: 0 exact, 1 prefix, 2 fuzzy (with its score); `None` when it
+    /// does not match in this mode.
+    fn rank(
+        &self,
+        name: &str,
+        atom: &Atom,
+        matcher: &mut Matcher,
+        buf: &mut Vec<char>,
+    ) -> Option<(u8, u32)> {
+        if name == self.query {
+            return Some((0, 0));
+        }
+        let prefix = match &self.folded {
+            Some(folded) => {
+                name.get(..folded.len())
+                    .is_some_and(|head| head.eq_ignore_ascii_case(folded))
+                    || name.to_lowercase().starts_with(folded.as_str())
+            }
+            None => name.starts_with(&self.query),
+        };
+        if prefix {
+            return Some((1, 0));
+        }
+        if self.mode != MatchMode::Fuzzy {
+            return None;
+        }
+        let score = atom.score(Utf32Str::new(name, buf), matcher)?;
+        Some((2, u32::from(score)))
+    }
+}
+
+/// A glob set over repository-relative paths, `None` for every file.
+fn build_globs(paths: Option<&[String]>) -> Result<Option<globset::GlobSet>, GatewayError> {
+    let Some(paths) = paths.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    if paths.len() > MAX_GLOBS {
+        return Err(invalid_field(
+            NAME,
+            "paths",
+            format!("more than {MAX_GLOBS} globs"),
+        ));
+    }
+    let mut set = globset::GlobSetBuilder::new();
+    for glob in paths {
+        if glob.len() > MAX_GLOB_BYTES {
+            return Err(invalid_field(
+                NAME,
+                "paths",
+                "a glob is longer than 1024 bytes",
+            ));
+        }
+        set.add(
+            globset::GlobBuilder::new(glob.trim_start_matches("./"))
+                .literal_separator(false)
+                .build()
+                .map_err(|e| invalid_field(NAME, "paths", e))?,
+        );
+    }
+    set.build()
+        .map(Some)
+        .map_err(|e| invalid_field(NAME, "paths", e))
+}
+
+// === snapshots ===
+
+/// A blob's bytes, `None` when it is over [`MAX_FILE_BYTES`] or unreadable (e.g. missing from
+/// a partial clone): such a file is indexed as having no symbols.
+fn read_blob(repo: &gix::Repository, oid: gix::ObjectId) -> Option<Vec<u8>> {
+    let header = repo.find_header(oid).ok()?;
+    if header.size() > MAX_FILE_BYTES {
+        return None;
+    }
+    Some(repo.find_blob(oid).ok()?.detach().data)
+}
+
+/// The supported files of `commit`'s tree (blobs only: no links, no submodules), by path;
+/// cached in `index` per tree id.
+fn files_at_commit(
+    ctx: &ToolContext,
+    index: &SymbolIndex,
+    commit: gix::ObjectId,
+) -> Result<Arc<Vec<FileEntry>>, GatewayError> {
+    let read = |e: &dyn std::fmt::Display| -> GatewayError {
+        RepoError::Read {
+            what: format!("the tree of commit {commit}"),
+            message: e.to_string(),
+        }
+        .into()
+    };
+    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git(), commit, "")? else {
+        return Ok(Arc::default());
+    };
+    if let Some(files) = index.cached_tree(id) {
+        return Ok(files);
+    }
+    let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
+    let mut recorder = gix::traverse::tree::Recorder::default();
+    tree.traverse()
+        .breadthfirst(&mut recorder)
+        .map_err(|e| read(&e))?;
+    let mut files: Vec<FileEntry> = recorder
+        .records
+        .into_iter()
+        .filter(|e| e.mode.is_blob())
+        .filter_map(|e| {
+            let path = String::from_utf8_lossy(&e.filepath);
+            let lang = Lang::from_path(&path)?;
+            Some(FileEntry {
+                path: path.into(),
+                lang,
+                oid: e.oid,
+            })
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let files = Arc::new(files);
+    index.cache_tree(id, files.clone());
+    Ok(files)
+}
+
+/// File contents by blob id.
+type Contents = HashMap<gix::ObjectId, Vec<u8>>;
+
+/// The supported, wanted files under the work tree not ignored by git's ignore files (`.git`
+/// excluded, links not followed, not over [`MAX_FILE_BYTES`]), by path, keyed by the blob id
+/// of their content; and their contents by id, for parsing the ones not yet indexed.
+fn files_in_worktree(
+    ctx: &ToolContext,
+    wanted: &dyn Fn(&FileEntry) -> bool,
+) -> Result<(Vec<FileEntry>, Contents), GatewayError> {
+    let root = ctx.work_root()?;
+    let hash_kind = ctx.git().object_hash();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
+        .build();
+    let mut files = Vec::new();
+    let mut contents = HashMap::new();
+    for entry in walker {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let rel: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let rel = rel.join("/");
+        let Some(lang) = Lang::from_path(&rel) else {
+            continue;
+        };
+        // The id is filled in once the file is read; the filters look at path and language.
+        let mut file = FileEntry {
+            path: rel.into(),
+            lang,
+            oid: gix::ObjectId::null(hash_kind),
+        };
+        if !wanted(&file) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.len() > MAX_FILE_BYTES {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(entry.path()) else {
+            continue;
+        };
+        let Ok(oid) = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, &bytes) else {
+            continue;
+        };
+        file.oid = oid;
+        contents.insert(oid, bytes);
+        files.push(file);
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((files, contents))
+}

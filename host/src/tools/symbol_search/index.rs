@@ -1,0 +1,439 @@
+//! The symbol index: tags per (language, blob id), persisted in a redb file and cached in
+//! memory.
+//!
+//! A blob's tags never change, so the key is the blob's object id (plus the language, since a
+//! blob parses differently as `.js` and `.ts`) and the table is named after
+//! [`INDEX_VERSION`](super::languages::INDEX_VERSION): a grammar or query upgrade bumps the
+//! version and starts a fresh table (older ones are dropped on the next writable open). A
+//! commit's tree and the work tree share the key space, the work tree's ids being computed with
+//! gix's blob hashing of the file's bytes, so an uncommitted copy of a committed file is
+//! already indexed.
+//!
+//! The file is opened in redb's `MultiWriter` mode, so the daemon and command-line calls share
+//! it. In memory, decoded tags are kept per key, and a commit's list of indexed files per tree
+//! id, so a warm query in a long-running process reads neither redb nor the object database.
+//! Both caches are bounded (cleared when over [`MAX_CACHED_TAGS`] tags or [`MAX_CACHED_TREES`]
+//! trees).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redb::{ConcurrencyMode, Database, ReadableDatabase, TableDefinition, TableHandle};
+use tree_sitter_tags::TagsContext;
+
+use super::languages::{FileTags, INDEX_VERSION, Lang, extract};
+use crate::error::{GatewayError, codes};
+
+/// File name of the index in the state dir.
+pub const FILE_NAME: &str = "symbols.redb";
+/// The in-memory tag cache is cleared when it would hold more tags than this.
+pub const MAX_CACHED_TAGS: usize = 4_000_000;
+/// The in-memory tree listing cache is cleared when it would hold more trees than this.
+pub const MAX_CACHED_TREES: usize = 64;
+/// Page cache of the redb file.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Table prefix; the full name ends with the index version.
+const TABLE_PREFIX: &str = "symbol_tags_v";
+
+fn table_name() -> String {
+    format!("{TABLE_PREFIX}{INDEX_VERSION}")
+}
+
+/// One indexed file of a snapshot: where it is, its language and its blob id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Repository-relative path with `/` separators.
+    pub path: Arc<str>,
+    /// The language, by extension.
+    pub lang: Lang,
+    /// The blob id of the file's content.
+    pub oid: gix::ObjectId,
+}
+
+impl FileEntry {
+    fn key(&self) -> Key {
+        Key {
+            lang: self.lang.id(),
+            oid: self.oid,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    lang: u8,
+    oid: gix::ObjectId,
+}
+
+impl Key {
+    fn bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + self.oid.as_bytes().len());
+        bytes.push(self.lang);
+        bytes.extend_from_slice(self.oid.as_bytes());
+        bytes
+    }
+}
+
+/// Reads an entry's bytes for parsing, one per parsing thread (see [`SymbolIndex::lookup`]).
+pub(crate) type Loader<'a> = Box<dyn FnMut(&FileEntry) -> Option<Vec<u8>> + 'a>;
+
+/// Where an index keeps its tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexMode {
+    /// A redb file: a second process (or call) finds what this one parsed.
+    Persistent,
+    /// Memory only: the file could not be opened (e.g. an unwritable state dir).
+    Memory,
+}
+
+impl IndexMode {
+    /// `persistent` or `memory`, as in the tool's output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexMode::Persistent => "persistent",
+            IndexMode::Memory => "memory",
+        }
+    }
+}
+
+/// The tags of a snapshot's files, in the order asked, and how many were parsed to get them.
+#[derive(Debug)]
+pub struct Lookup {
+    /// The tags of each entry asked for, in order.
+    pub tags: Vec<Arc<FileTags>>,
+    /// Files parsed by this call (not found in memory or in the file).
+    pub parsed: usize,
+}
+
+#[derive(Default)]
+struct BlobCache {
+    map: HashMap<Key, Arc<FileTags>>,
+    tags: usize,
+}
+
+/// A symbol index (module docs). `Send + Sync`: the daemon opens one and shares it behind an
+/// `Arc` through [`ToolContext::with_symbol_index`](crate::tools::ToolContext::with_symbol_index).
+pub struct SymbolIndex {
+    db: Option<Database>,
+    // Invariant: why the index is memory-only; `None` when `db` is open.
+    note: Option<String>,
+    path: Option<PathBuf>,
+    blobs: Mutex<BlobCache>,
+    trees: Mutex<HashMap<gix::ObjectId, Arc<Vec<FileEntry>>>>,
+}
+
+impl std::fmt::Debug for SymbolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymbolIndex")
+            .field("path", &self.path)
+            .field("mode", &self.mode())
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves a cache that is still consistent (inserts are
+    // single operations), so a poisoned lock is used as is.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SymbolIndex {
+    /// Opens (creating it, not its directory) the index file at `path`, in redb's
+    /// `MultiWriter` mode so other processes may use it at the same time. Tables of older
+    /// index versions are dropped.
+    ///
+    /// # Errors
+    /// `store.unavailable` when the file cannot be created or opened (a missing or read-only
+    /// directory, not a redb file, a process of another redb locking generation).
+    pub fn open(path: &Path) -> Result<SymbolIndex, GatewayError> {
+        let unavailable = |e: &dyn std::fmt::Display| {
+            GatewayError::new(
+                codes::STORE_UNAVAILABLE,
+                format!("cannot open the symbol index {}: {e}", path.display()),
+                "Check that the state directory is writable, or delete the index file (it is a \
+                 cache and is rebuilt).",
+            )
+        };
+        let mut builder = redb::Builder::new();
+        builder
+            .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+            .set_cache_size(CACHE_BYTES);
+        let db = builder.create(path).map_err(|e| unavailable(&e))?;
+        let write = || -> Result<(), redb::Error> {
+            let txn = db.begin_write()?;
+            let current = table_name();
+            let stale: Vec<_> = txn
+                .list_tables()?
+                .filter(|t| t.name().starts_with(TABLE_PREFIX) && t.name() != current)
+                .collect();
+            for table in stale {
+                txn.delete_table(table)?;
+            }
+            txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&current))?;
+            txn.commit()?;
+            Ok(())
+        };
+        write().map_err(|e| unavailable(&e))?;
+        Ok(SymbolIndex {
+            db: Some(db),
+            note: None,
+            path: Some(path.to_owned()),
+            blobs: Mutex::default(),
+            trees: Mutex::default(),
+        })
+    }
+
+    /// An index that keeps its tags in memory only; `note` says why (shown to callers).
+    pub fn in_memory(note: impl Into<String>) -> SymbolIndex {
+        SymbolIndex {
+            db: None,
+            note: Some(note.into()),
+            path: None,
+            blobs: Mutex::default(),
+            trees: Mutex::default(),
+        }
+    }
+
+    /// [`SymbolIndex::open`] at `path`, creating its directory; when that fails, an index in
+    /// memory whose note says why. Never fails.
+    pub fn open_or_memory(path: &Path) -> SymbolIndex {
+        if let Some(dir) = path.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            return SymbolIndex::in_memory(format!("cannot create {}: {e}", dir.display()));
+        }
+        SymbolIndex::open(path).unwrap_or_else(|e| SymbolIndex::in_memory(e.message))
+    }
+
+    /// The index of this user: `<state dir>/symbols.redb` (`REVIEW_AGENT_GATEWAY_HOME`
+    /// relocates the state dir, see [`crate::config::Paths`]), or memory as
+    /// [`SymbolIndex::open_or_memory`].
+    pub fn open_default() -> SymbolIndex {
+        match crate::config::Paths::discover() {
+            Ok(paths) => SymbolIndex::open_or_memory(&paths.state_dir().join(FILE_NAME)),
+            Err(e) => SymbolIndex::in_memory(format!("no state directory: {e}")),
+        }
+    }
+
+    /// Whether tags outlive this process.
+    pub fn mode(&self) -> IndexMode {
+        if self.db.is_some() {
+            IndexMode::Persistent
+        } else {
+            IndexMode::Memory
+        }
+    }
+
+    /// Why the index is memory-only (`None` when persistent).
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// The cached file list of a commit's tree.
+    pub(crate) fn cached_tree(&self, tree: gix::ObjectId) -> Option<Arc<Vec<FileEntry>>> {
+        lock(&self.trees).get(&tree).cloned()
+    }
+
+    /// Remember the file list of a commit's tree.
+    pub(crate) fn cache_tree(&self, tree: gix::ObjectId, files: Arc<Vec<FileEntry>>) {
+        let mut trees = lock(&self.trees);
+        if trees.len() >= MAX_CACHED_TREES {
+            trees.clear();
+        }
+        trees.insert(tree, files);
+    }
+
+    /// The tags of `entries`, from memory, then the file, then by parsing what neither has.
+    /// `loader` is called once per parsing thread and answers a function reading an entry's
+    /// bytes (`None` when unreadable or over
+    /// [`MAX_FILE_BYTES`](super::languages::MAX_FILE_BYTES): indexed as no symbols). Parsing
+    /// runs on up to `available_parallelism` threads; what was parsed is written in one
+    /// transaction. A failure to read or write the file only costs speed (tags are parsed, or
+    /// not stored), never the answer.
+    pub(crate) fn lookup<'a, F>(&self, entries: &[FileEntry], loader: &F) -> Lookup
+    where
+        F: Fn() -> Loader<'a> + Sync,
+    {
+        let mut tags: Vec<Option<Arc<FileTags>>> = {
+            let blobs = lock(&self.blobs);
+            entries
+                .iter()
+                .map(|e| blobs.map.get(&e.key()).cloned())
+                .collect()
+        };
+        let mut from_file: Vec<(Key, Arc<FileTags>)> = Vec::new();
+        if let Some(db) = &self.db
+            && tags.iter().any(Option::is_none)
+        {
+            let _ = self.read_file(db, entries, &mut tags, &mut from_file);
+        }
+        // Each distinct key once (the same content may sit at several paths).
+        let mut first_of: HashMap<Key, usize> = HashMap::new();
+        let mut missing: Vec<usize> = Vec::new();
+        for (i, slot) in tags.iter().enumerate() {
+            if slot.is_none() && first_of.insert(entries[i].key(), missing.len()).is_none() {
+                missing.push(i);
+            }
+        }
+        let parsed = parse_all(entries, &missing, loader);
+        if let Some(db) = &self.db
+            && !parsed.is_empty()
+        {
+            let _ = write_file(db, entries, &missing, &parsed);
+        }
+        let parsed_count = missing.len();
+        let parsed: Vec<Arc<FileTags>> = parsed.into_iter().map(|(t, _)| Arc::new(t)).collect();
+        let mut new_entries = from_file;
+        for (&i, file_tags) in missing.iter().zip(&parsed) {
+            new_entries.push((entries[i].key(), file_tags.clone()));
+        }
+        for (entry, slot) in entries.iter().zip(tags.iter_mut()) {
+            if slot.is_none()
+                && let Some(&at) = first_of.get(&entry.key())
+            {
+                *slot = Some(parsed[at].clone());
+            }
+        }
+        if !new_entries.is_empty() {
+            let mut blobs = lock(&self.blobs);
+            for (key, file_tags) in new_entries {
+                let count = file_tags.tags.len();
+                if blobs.tags + count > MAX_CACHED_TAGS {
+                    blobs.map.clear();
+                    blobs.tags = 0;
+                }
+                if blobs.map.insert(key, file_tags).is_none() {
+                    blobs.tags += count;
+                }
+            }
+        }
+        Lookup {
+            tags: tags.into_iter().map(Option::unwrap_or_default).collect(),
+            parsed: parsed_count,
+        }
+    }
+
+    /// Fill the gaps of `tags` from the file (one read transaction), recording what was found.
+    fn read_file(
+        &self,
+        db: &Database,
+        entries: &[FileEntry],
+        tags: &mut [Option<Arc<FileTags>>],
+        found: &mut Vec<(Key, Arc<FileTags>)>,
+    ) -> Result<(), redb::Error> {
+        let txn = db.begin_read()?;
+        let name = table_name();
+        let table = match txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name)) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for (slot, entry) in tags.iter_mut().zip(entries) {
+            if slot.is_some() {
+                continue;
+            }
+            let key = entry.key();
+            if let Some(value) = table.get(key.bytes().as_slice())?
+                && let Ok(decoded) = postcard::from_bytes::<FileTags>(value.value())
+            {
+                let decoded = Arc::new(decoded);
+                found.push((key, decoded.clone()));
+                *slot = Some(decoded);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse `entries[missing[..]]` on up to `available_parallelism` threads; answers each file's
+/// tags and their encoding, in the order of `missing`.
+fn parse_all<'a, F>(
+    entries: &[FileEntry],
+    missing: &[usize],
+    loader: &F,
+) -> Vec<(FileTags, Vec<u8>)>
+where
+    F: Fn() -> Loader<'a> + Sync,
+{
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(missing.len().div_ceil(4))
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let work = |_| {
+        let mut load = loader();
+        let mut context = TagsContext::new();
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = missing.get(at) else { break };
+            let entry = &entries[i];
+            let file_tags = match load(entry) {
+                Some(bytes) => extract(&mut context, entry.lang, &bytes),
+                None => FileTags::default(),
+            };
+            let encoded = postcard::to_allocvec(&file_tags).unwrap_or_default();
+            done.push((at, file_tags, encoded));
+        }
+        done
+    };
+    let mut results: Vec<(usize, FileTags, Vec<u8>)> = if threads == 1 {
+        work(0)
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|t| scope.spawn(move || work(t))).collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    results.sort_by_key(|r| r.0);
+    // A thread that panicked (a grammar bug) left its files out: parse them here, once more.
+    let mut out = Vec::with_capacity(missing.len());
+    let mut results = results.into_iter().peekable();
+    let mut load = None;
+    let mut context = None;
+    for (at, &i) in missing.iter().enumerate() {
+        if results.peek().is_some_and(|r| r.0 == at) {
+            let (_, tags, encoded) = results.next().expect("peeked");
+            out.push((tags, encoded));
+            continue;
+        }
+        let load = load.get_or_insert_with(loader);
+        let context = context.get_or_insert_with(TagsContext::new);
+        let tags = load(&entries[i])
+            .map(|bytes| extract(context, entries[i].lang, &bytes))
+            .unwrap_or_default();
+        let encoded = postcard::to_allocvec(&tags).unwrap_or_default();
+        out.push((tags, encoded));
+    }
+    out
+}
+
+/// Store parsed tags in one write transaction.
+fn write_file(
+    db: &Database,
+    entries: &[FileEntry],
+    missing: &[usize],
+    parsed: &[(FileTags, Vec<u8>)],
+) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    {
+        let name = table_name();
+        let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name))?;
+        for (&i, (_, encoded)) in missing.iter().zip(parsed) {
+            if encoded.is_empty() {
+                continue;
+            }
+            table.insert(entries[i].key().bytes().as_slice(), encoded.as_slice())?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}

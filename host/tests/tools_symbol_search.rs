@@ -1,0 +1,569 @@
+//! `symbol_search` (issue 4) on real git repositories: a definition and a reference in each of
+//! Rust, Python, JavaScript, TypeScript, Go and Java; exact, prefix and fuzzy matching and their
+//! ranking; role, kind, language and path filters; a past commit, HEAD and the work tree; the
+//! persistent index (nothing re-parsed on a second call or by a second process, exactly the
+//! changed file after a commit); the in-memory fallback; refused inputs; the result cap; and the
+//! `tool` command.
+
+#[path = "e2e/support.rs"]
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use review_agent_gateway::error::codes;
+use review_agent_gateway::tools::{Registry, SymbolIndex, ToolContext};
+use serde_json::{Value, json};
+use support::TestRepo;
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        "pub fn parse_config() -> u8 {\n    0\n}\n\nfn main() {\n    parse_config();\n}\n",
+    ),
+    (
+        "app/util.py",
+        "def parse_config():\n    return 1\n\n\nparse_config()\n",
+    ),
+    (
+        "web/app.js",
+        "function parseConfig() {\n  return 1;\n}\nparseConfig();\n",
+    ),
+    (
+        "web/main.ts",
+        "interface Shape {\n  area(): number;\n}\nfunction render(s: Shape) {}\nrender(null);\n",
+    ),
+    (
+        "go/main.go",
+        "package main\n\nfunc ParseConfig() {}\n\nfunc main() {\n\tParseConfig()\n}\n",
+    ),
+    (
+        "java/App.java",
+        "class App {\n  void run() {\n    parseConfig();\n  }\n  void parseConfig() {}\n}\n",
+    ),
+    ("README.md", "parse_config is documented here\n"),
+];
+
+/// A repository with one file per language, committed, and a private index file.
+struct Fixture {
+    repo: TestRepo,
+    home: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let mut repo = TestRepo::new();
+    repo.write_all(FILES);
+    repo.commit("base");
+    Fixture {
+        repo,
+        home: tempfile::tempdir().expect("temp dir"),
+    }
+}
+
+impl Fixture {
+    fn index_path(&self) -> std::path::PathBuf {
+        self.home.path().join("symbols.redb")
+    }
+
+    /// A fresh handle on the index file, as a new process would open it.
+    fn open_index(&self) -> Arc<SymbolIndex> {
+        Arc::new(SymbolIndex::open(&self.index_path()).expect("open the index"))
+    }
+
+    fn call(&self, input: Value) -> Result<Value, review_agent_gateway::GatewayError> {
+        call_with(self.repo.path(), self.open_index(), input)
+    }
+}
+
+fn call_with(
+    repo: &Path,
+    index: Arc<SymbolIndex>,
+    input: Value,
+) -> Result<Value, review_agent_gateway::GatewayError> {
+    let ctx = ToolContext::open(repo, None)?.with_symbol_index(index);
+    Registry::builtin()
+        .get("symbol_search")?
+        .execute(&ctx, input)
+        .map(|out| out.value)
+}
+
+/// `role name path:line:column` of each symbol, in order.
+fn found(out: &Value) -> Vec<String> {
+    out["symbols"]
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} {}:{}:{}",
+                s["role"].as_str().expect("role"),
+                s["name"].as_str().expect("name"),
+                s["path"].as_str().expect("path"),
+                s["line"],
+                s["column"]
+            )
+        })
+        .collect()
+}
+
+/// (language, name, definition (kind, path:line:column, endLine), reference (kind, place)).
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    (&'a str, &'a str, u64),
+    (&'a str, &'a str),
+);
+
+#[test]
+fn each_language_finds_a_definition_and_a_reference() {
+    let fx = fixture();
+    let index = fx.open_index();
+    let table: &[Case] = &[
+        (
+            "rust",
+            "parse_config",
+            ("function", "src/lib.rs:1:8", 3),
+            ("call", "src/lib.rs:6:5"),
+        ),
+        (
+            "python",
+            "parse_config",
+            ("function", "app/util.py:1:5", 2),
+            ("call", "app/util.py:5:1"),
+        ),
+        (
+            "javascript",
+            "parseConfig",
+            ("function", "web/app.js:1:10", 3),
+            ("call", "web/app.js:4:1"),
+        ),
+        (
+            "typescript",
+            "Shape",
+            ("interface", "web/main.ts:1:11", 3),
+            ("type", "web/main.ts:4:20"),
+        ),
+        (
+            "go",
+            "ParseConfig",
+            ("function", "go/main.go:3:6", 3),
+            ("call", "go/main.go:6:2"),
+        ),
+        (
+            "java",
+            "parseConfig",
+            ("method", "java/App.java:5:8", 5),
+            ("call", "java/App.java:3:5"),
+        ),
+    ];
+    for (language, name, (def_kind, def_at, end_line), (ref_kind, ref_at)) in table {
+        let out = call_with(
+            fx.repo.path(),
+            index.clone(),
+            json!({ "query": name, "language": language }),
+        )
+        .expect(language);
+        let symbols = out["symbols"].as_array().expect("symbols");
+        assert_eq!(
+            found(&out),
+            [
+                format!("definition {name} {def_at}"),
+                format!("reference {name} {ref_at}")
+            ],
+            "{language}"
+        );
+        assert_eq!(symbols[0]["kind"], *def_kind, "{language}");
+        assert_eq!(symbols[0]["language"], *language, "{language}");
+        assert_eq!(symbols[0]["endLine"], *end_line, "{language}");
+        assert_eq!(symbols[1]["kind"], *ref_kind, "{language}");
+    }
+    // The line's text, trimmed.
+    let out = call_with(
+        fx.repo.path(),
+        index,
+        json!({ "query": "parse_config", "language": "rust", "role": "reference" }),
+    )
+    .expect("rust");
+    assert_eq!(out["symbols"][0]["text"], "parse_config();");
+    assert_eq!(out["index"], "persistent");
+    // Every supported file is indexed; README.md is not.
+    assert_eq!(out["indexedFiles"], 1);
+    let out = fx
+        .call(json!({ "query": "nothing_is_called_this" }))
+        .expect("all");
+    assert_eq!(out["indexedFiles"], 6);
+    assert_eq!(out["symbols"], json!([]));
+    assert_eq!(out["truncated"], false);
+}
+
+#[test]
+fn exact_prefix_and_fuzzy_rank_as_documented() {
+    let fx = fixture();
+    // Exact is case-sensitive equality.
+    let out = fx.call(json!({ "query": "parse_config" })).expect("exact");
+    assert_eq!(
+        found(&out),
+        [
+            "definition parse_config app/util.py:1:5",
+            "definition parse_config src/lib.rs:1:8",
+            "reference parse_config app/util.py:5:1",
+            "reference parse_config src/lib.rs:6:5",
+        ]
+    );
+    let out = fx
+        .call(json!({ "query": "Parse_config" }))
+        .expect("exact case");
+    assert_eq!(out["symbols"], json!([]));
+    // Prefix, smart case: `parse` also finds parseConfig and ParseConfig, definitions first.
+    let out = fx
+        .call(json!({ "query": "parse", "match": "prefix", "role": "definition" }))
+        .expect("prefix");
+    assert_eq!(
+        found(&out),
+        [
+            "definition parse_config app/util.py:1:5",
+            "definition ParseConfig go/main.go:3:6",
+            "definition parseConfig java/App.java:5:8",
+            "definition parse_config src/lib.rs:1:8",
+            "definition parseConfig web/app.js:1:10",
+        ]
+    );
+    // An uppercase letter makes the prefix case-sensitive.
+    let out = fx
+        .call(json!({ "query": "Parse", "match": "prefix", "role": "definition" }))
+        .expect("prefix case");
+    assert_eq!(found(&out), ["definition ParseConfig go/main.go:3:6"]);
+    // Fuzzy: exact first, then prefix, then subsequence matches.
+    let out = fx
+        .call(json!({ "query": "render", "match": "fuzzy", "role": "definition" }))
+        .expect("fuzzy exact");
+    assert_eq!(found(&out), ["definition render web/main.ts:4:10"]);
+    let out = fx
+        .call(json!({ "query": "pcfg", "match": "fuzzy", "role": "definition" }))
+        .expect("fuzzy");
+    let names: Vec<&str> = out["symbols"]
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert!(
+        names.iter().all(
+            |n| n.eq_ignore_ascii_case("parse_config") || n.eq_ignore_ascii_case("parseconfig")
+        ),
+        "{names:?}"
+    );
+    // Not a subsequence: nothing; and the same query is no prefix match.
+    let out = fx
+        .call(json!({ "query": "gfcp", "match": "fuzzy" }))
+        .expect("fuzzy none");
+    assert_eq!(out["symbols"], json!([]));
+    let out = fx
+        .call(json!({ "query": "pcfg", "match": "prefix" }))
+        .expect("prefix none");
+    assert_eq!(out["symbols"], json!([]));
+}
+
+#[test]
+fn role_kind_language_and_path_filters() {
+    let fx = fixture();
+    let out = fx
+        .call(json!({ "query": "parse_config", "role": "reference" }))
+        .expect("references");
+    assert_eq!(
+        found(&out),
+        [
+            "reference parse_config app/util.py:5:1",
+            "reference parse_config src/lib.rs:6:5",
+        ]
+    );
+    let out = fx
+        .call(json!({ "query": "parseConfig", "kind": "METHOD" }))
+        .expect("kind");
+    assert_eq!(found(&out), ["definition parseConfig java/App.java:5:8"]);
+    let out = fx
+        .call(json!({ "query": "parse_config", "language": "python" }))
+        .expect("language");
+    assert_eq!(out["indexedFiles"], 1);
+    assert_eq!(
+        found(&out),
+        [
+            "definition parse_config app/util.py:1:5",
+            "reference parse_config app/util.py:5:1",
+        ]
+    );
+    let out = fx
+        .call(json!({ "query": "parse_config", "paths": ["src/**"] }))
+        .expect("paths");
+    assert_eq!(out["indexedFiles"], 1);
+    assert_eq!(
+        found(&out),
+        [
+            "definition parse_config src/lib.rs:1:8",
+            "reference parse_config src/lib.rs:6:5",
+        ]
+    );
+    // A path filter that matches nothing answers nothing, not an error.
+    let out = fx
+        .call(json!({ "query": "parse_config", "paths": ["nowhere/*.rs"] }))
+        .expect("no files");
+    assert_eq!(out["indexedFiles"], 0);
+    assert_eq!(out["symbols"], json!([]));
+}
+
+#[test]
+fn binary_and_oversized_files_have_no_symbols() {
+    let mut repo = TestRepo::new();
+    repo.write("bin.rs", b"fn hidden_binary() {}\n\x00\x01\x02");
+    let mut big = String::from("fn hidden_large() {}\n");
+    while big.len() <= 1024 * 1024 {
+        big.push_str("// padding padding padding padding padding padding padding padding\n");
+    }
+    repo.write("big.rs", &big);
+    repo.write("ok.rs", "fn visible() {}\n");
+    repo.commit("base");
+    let home = tempfile::tempdir().expect("temp dir");
+    let index = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    for rev in ["HEAD", "WORKTREE"] {
+        let out = call_with(
+            repo.path(),
+            index.clone(),
+            json!({ "query": "hidden", "match": "prefix", "ref": rev }),
+        )
+        .expect(rev);
+        assert_eq!(out["symbols"], json!([]), "{rev}");
+        let out = call_with(
+            repo.path(),
+            index.clone(),
+            json!({ "query": "visible", "ref": rev }),
+        )
+        .expect(rev);
+        assert_eq!(found(&out), ["definition visible ok.rs:1:4"], "{rev}");
+    }
+}
+
+#[test]
+fn a_past_commit_head_and_the_work_tree() {
+    let mut repo = TestRepo::new();
+    repo.write("src/lib.rs", "fn old_name() {}\n");
+    let first = repo.commit("first");
+    repo.write("src/lib.rs", "fn new_name() {}\n");
+    repo.commit("second");
+    repo.write("src/lib.rs", "fn new_name() {}\nfn worktree_name() {}\n");
+    repo.write(".gitignore", "ignored.rs\n");
+    repo.write("ignored.rs", "fn worktree_ignored() {}\n");
+    let home = tempfile::tempdir().expect("temp dir");
+    let index = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    let names = |rev: &str| -> Vec<String> {
+        let out = call_with(
+            repo.path(),
+            index.clone(),
+            json!({ "query": "_name", "match": "fuzzy", "ref": rev }),
+        )
+        .expect(rev);
+        let mut names: Vec<String> = out["symbols"]
+            .as_array()
+            .expect("symbols")
+            .iter()
+            .map(|s| s["name"].as_str().expect("name").to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&first), ["old_name"]);
+    assert_eq!(names("HEAD"), ["new_name"]);
+    assert_eq!(names("main~1"), ["old_name"]);
+    assert_eq!(names("WORKTREE"), ["new_name", "worktree_name"]);
+}
+
+#[test]
+fn the_index_persists_and_reindexes_only_changed_files() {
+    let mut fx = fixture();
+    let query = json!({ "query": "parse_config" });
+    let index = fx.open_index();
+    let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("first");
+    assert_eq!(out["parsedFiles"], 6);
+    assert_eq!(out["indexedFiles"], 6);
+    // The same handle: nothing parsed.
+    let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("again");
+    assert_eq!(out["parsedFiles"], 0);
+    drop(index);
+    // A new handle on the file (a new process): nothing parsed, same answer.
+    let out = fx.call(query.clone()).expect("reopened");
+    assert_eq!(out["parsedFiles"], 0);
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 4);
+    // The work tree holds the same blobs as HEAD: nothing parsed either.
+    let out = fx
+        .call(json!({ "query": "parse_config", "ref": "WORKTREE" }))
+        .expect("worktree");
+    assert_eq!(out["parsedFiles"], 0);
+    // A commit changing one file: exactly that file is parsed.
+    fx.repo.write(
+        "src/lib.rs",
+        "pub fn parse_config() -> u8 {\n    1\n}\n\nfn main() {\n    parse_config();\n    parse_config();\n}\n",
+    );
+    fx.repo.commit("change one file");
+    let out = fx.call(query.clone()).expect("after commit");
+    assert_eq!(out["parsedFiles"], 1);
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 5);
+    let out = fx
+        .call(json!({ "query": "parse_config", "ref": "main~1" }))
+        .expect("old");
+    assert_eq!(out["parsedFiles"], 0);
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 4);
+    // An uncommitted edit: that file only.
+    fx.repo
+        .write("app/util.py", "def parse_config():\n    return 2\n");
+    let out = fx
+        .call(json!({ "query": "parse_config", "ref": "WORKTREE" }))
+        .expect("edited");
+    assert_eq!(out["parsedFiles"], 1);
+}
+
+#[test]
+fn an_unwritable_index_falls_back_to_memory() {
+    let fx = fixture();
+    // The index's folder would have to be inside a regular file.
+    let blocker = fx.home.path().join("file");
+    std::fs::write(&blocker, "not a directory").expect("write");
+    let index = Arc::new(SymbolIndex::open_or_memory(
+        &blocker.join("state").join("symbols.redb"),
+    ));
+    let out = call_with(
+        fx.repo.path(),
+        index.clone(),
+        json!({ "query": "parse_config" }),
+    )
+    .expect("memory");
+    assert_eq!(out["index"], "memory");
+    assert!(out["indexNote"].as_str().is_some_and(|n| !n.is_empty()));
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 4);
+    assert_eq!(out["parsedFiles"], 6);
+    // Memory still caches within the process.
+    let out = call_with(fx.repo.path(), index, json!({ "query": "parse_config" })).expect("again");
+    assert_eq!(out["parsedFiles"], 0);
+}
+
+#[test]
+fn hostile_inputs_are_refused() {
+    let fx = fixture();
+    let invalid = codes::REQUEST_INVALID;
+    let long = "x".repeat(257);
+    let table: &[(Value, &str, &str)] = &[
+        (json!({ "query": "" }), invalid, "query"),
+        (json!({ "query": "   " }), invalid, "query"),
+        (json!({ "query": long }), invalid, "query"),
+        (json!({ "query": "a\u{0}b" }), invalid, "query"),
+        (json!({}), invalid, "query"),
+        (json!({ "query": 7 }), invalid, "query"),
+        (json!({ "query": "a", "match": "regex" }), invalid, "regex"),
+        (json!({ "query": "a", "role": "owner" }), invalid, "owner"),
+        (
+            json!({ "query": "a", "language": "cobol" }),
+            invalid,
+            "cobol",
+        ),
+        (json!({ "query": "a", "kind": "" }), invalid, "kind"),
+        (
+            json!({ "query": "a", "maxResults": 0 }),
+            invalid,
+            "maxResults",
+        ),
+        (
+            json!({ "query": "a", "maxResults": 1001 }),
+            invalid,
+            "maxResults",
+        ),
+        (
+            json!({ "query": "a", "maxResults": -1 }),
+            invalid,
+            "maxResults",
+        ),
+        (json!({ "query": "a", "paths": ["a/[b"] }), invalid, "paths"),
+        (json!({ "query": "a", "ref": "-x" }), invalid, "-x"),
+        (
+            json!({ "query": "a", "ref": "--output=/tmp/x" }),
+            invalid,
+            "--output",
+        ),
+        (
+            json!({ "query": "a", "ref": "no-such-branch" }),
+            codes::REPOSITORY_REVISION_MISSING,
+            "no-such-branch",
+        ),
+        (json!({ "query": "a", "extra": 1 }), invalid, "extra"),
+        (json!("parse_config"), invalid, "object"),
+    ];
+    for (input, code, mentions) in table {
+        let Err(err) = fx.call(input.clone()) else {
+            panic!("{input} was accepted")
+        };
+        assert_eq!(err.code, *code, "{input}: {}", err.message);
+        assert!(
+            err.message.contains(mentions),
+            "{input}: `{}` does not mention {mentions}",
+            err.message
+        );
+        assert!(!err.remediation.is_empty(), "{input}");
+    }
+    // 256 characters is still a query.
+    let out = fx.call(json!({ "query": "x".repeat(256) })).expect("256");
+    assert_eq!(out["symbols"], json!([]));
+}
+
+#[test]
+fn max_results_caps_with_truncated() {
+    let fx = fixture();
+    let out = fx
+        .call(json!({ "query": "p", "match": "prefix", "maxResults": 2 }))
+        .expect("capped");
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 2);
+    assert_eq!(out["truncated"], true);
+    assert!(out["matchCount"].as_u64().expect("count") > 2);
+    // Definitions come first even when capped.
+    assert_eq!(out["symbols"][0]["role"], "definition");
+    let out = fx
+        .call(json!({ "query": "p", "match": "prefix", "maxResults": 1000 }))
+        .expect("all");
+    assert_eq!(out["truncated"], false);
+}
+
+#[test]
+fn the_tool_command_keeps_its_index_in_the_state_dir() {
+    let fx = fixture();
+    let run = || {
+        let out = std::process::Command::new(support::binary())
+            .args([
+                "tool",
+                "symbol_search",
+                "--repo",
+                fx.repo.path_str(),
+                "--input",
+                r#"{"query": "ParseConfig"}"#,
+            ])
+            .env("REVIEW_AGENT_GATEWAY_HOME", fx.home.path())
+            .output()
+            .expect("binary runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON output")
+    };
+    let first = run();
+    assert_eq!(
+        found(&first),
+        [
+            "definition ParseConfig go/main.go:3:6",
+            "reference ParseConfig go/main.go:6:2"
+        ]
+    );
+    assert_eq!(first["parsedFiles"], 6);
+    assert_eq!(first["index"], "persistent");
+    assert!(fx.home.path().join("state").join("symbols.redb").is_file());
+    let second = run();
+    assert_eq!(second["parsedFiles"], 0);
+    assert_eq!(second["symbols"], first["symbols"]);
+}
