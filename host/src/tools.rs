@@ -14,6 +14,7 @@ mod code_search;
 mod file_read;
 mod file_read_diff;
 mod file_search;
+mod git_history;
 pub mod path;
 pub mod symbol_search;
 
@@ -28,6 +29,7 @@ pub use code_search::CodeSearch;
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
+pub use git_history::GitHistory;
 pub use symbol_search::{SymbolIndex, SymbolSearch};
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
@@ -228,6 +230,7 @@ impl Registry {
             Box::new(FileRead),
             Box::new(FileReadDiff),
             Box::new(FileSearch),
+            Box::new(GitHistory),
             Box::new(SymbolSearch),
         ];
         tools.sort_by_key(|t| t.name());

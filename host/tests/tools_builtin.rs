@@ -277,6 +277,7 @@ fn registry_and_schemas() {
             "file_read",
             "file_read_diff",
             "file_search",
+            "git_history",
             "symbol_search"
         ]
     );

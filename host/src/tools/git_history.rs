@@ -1,0 +1,442 @@
+//! `git_history`: the history of the repository (issue 4, DESIGN §7) — `log` (optionally of one
+//! path, following renames), `blame` of a line range, and `show` of one commit.
+//!
+//! The input is tagged by `action` and parsed strictly per action ([`GitHistoryInput`]: a field
+//! of another action is `request.invalid`):
+//!
+//! - `{ "action": "log", "path"?, "follow"?, "ref"?, "maxCount"?, "skip"? }` →
+//!   `{ "commits": [{ id, shortId, parents, author: {name, email}, authoredAt, committedAt,
+//!   summary, path?, renamedFrom? }], "truncated" }` (see [`log`]).
+//! - `{ "action": "blame", "path", "startLine"?, "endLine"?, "ref"? }` →
+//!   `{ path, revision, startLine, endLine, totalLines, hunks: [{ startLine, endLine, commit:
+//!   {id, shortId, author, authoredAt, summary} | null, originalPath, originalStartLine }],
+//!   truncated }` (see [`blame`]).
+//! - `{ "action": "show", "commit"?, "ref"?, "maxFiles"? }` → `{ id, shortId, parents, author,
+//!   committer, authoredAt, committedAt, summary, message, files: [{ path, oldPath?, status,
+//!   additions, deletions, binary }], stats: {files, additions, deletions}, truncated }` (see
+//!   [`show`]).
+//!
+//! Times are RFC 3339 with the signature's own UTC offset, exactly as git's `%aI`/`%cI`
+//! (`2026-01-01T01:00:00+01:00`, `Z` for UTC). `shortId` is git's `%h`: the shortest unique prefix, at
+//! least 7 hex digits.
+//!
+//! Decisions:
+//! - **Schema.** The published input schema ([`GitHistoryParams`]) is one flat object —
+//!   `type: object`, `action` an enum, every field of every action, `additionalProperties:
+//!   false` — rather than the `oneOf` schemars derives from the tagged enum: OpenAI-compatible
+//!   providers (DESIGN §8) require a top-level `type: "object"` and refuse a top-level
+//!   `oneOf`, and the other tools' schemas have the same shape. A unit test checks that the
+//!   flat schema has exactly the fields of the three actions.
+//! - **Revisions.** `ref` (or `commit` for `show`) is resolved by [`ToolContext::revision`]:
+//!   refs starting with `-`, ranges and NUL are refused (`request.invalid`), an unknown commit is
+//!   `repository.revision_missing`. `WORKTREE` has no commits of its own: `log` and `show` read
+//!   from `HEAD` then and say so (`"worktreeReadsHead": true`); `blame` blames the work-tree
+//!   file's bytes on top of `HEAD`, lines not committed yet having `commit: null`.
+//! - **Paths** go through [`super::path`]: normalized, no absolute path, no `..` out of the root,
+//!   no `.git`, no link pointing outside. A path that is not in the start commit and touched by
+//!   no commit of the walk is `tool.path_not_found`.
+//! - **log without a path** is `git log`: every commit reachable from the start, newest commit
+//!   date first (git's default order: a queue by committer date, ties in insertion order),
+//!   merges included.
+//! - **log with a path, `follow: false`** is `git log -- <path>` with git's default history
+//!   simplification: a commit is listed when the path's entry differs from every parent's; at a
+//!   merge whose entry equals one parent's, only that parent is walked.
+//! - **log with a path, `follow: true`** (the default for a file) is `git log --follow --
+//!   <path>`: git does not simplify history then, and diffs each non-merge commit against its
+//!   parent (merges are never listed). When the path appears in a commit, rename detection
+//!   (git's default 50% similarity) finds where it came from and the walk goes on with the old
+//!   name, one name at a time as git does (`renamedFrom` marks that commit, `path` gives the
+//!   name at each commit). For speed, the path's entry is compared in commit and parent (a
+//!   handful of tree reads, memoized per commit) and the whole-tree diff with rename detection
+//!   runs only when the path is missing from the parent. Unlike git, copies are not followed
+//!   (git's `--follow` also looks for a copy source among all files of the parent, which is
+//!   costly and seldom what a reviewer wants): a new file's history starts where it was added.
+//!   A directory is never followed (`follow` has no effect).
+//! - **blame** is gitoxide's `gix-blame` (same algorithm as `git blame`: Myers, renames
+//!   followed), limited to the requested range, so only the lines asked for are traced.
+//! - **show** diffs the commit against its first parent (a root commit against the empty tree),
+//!   renames detected, and counts lines with the same Myers diff git uses, so the counts equal
+//!   `git diff --numstat -M <parent> <commit>` (for a merge, `git show --first-parent
+//!   --numstat`). It does not use [`crate::repo::Repository::diff`]: that skips binary,
+//!   symlink, submodule and large files (it prepares reviewable hunks) and takes no empty tree,
+//!   whereas `--numstat` counts those too. Binary files (a NUL byte in the first 8000 bytes of
+//!   either side, git's rule; `.gitattributes` are not read) count `0/0` with `binary: true`
+//!   (git prints `-`).
+
+mod blame;
+mod log;
+mod show;
+
+use std::collections::HashMap;
+
+use gix::ObjectId;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, ToolRevision, parse_input};
+use crate::error::GatewayError;
+use crate::repo::RepoError;
+
+/// Most commits `log` answers (`maxCount` cap).
+pub const MAX_LOG_COUNT: u32 = 1000;
+/// Commits `log` answers when `maxCount` is not given.
+pub const DEFAULT_LOG_COUNT: u32 = 50;
+/// Most lines one `blame` call traces; a longer range is cut (`truncated: true`).
+pub const MAX_BLAME_LINES: u32 = 5000;
+/// Most files `show` lists (`maxFiles` cap); the stats still count every file.
+pub const MAX_SHOW_FILES: u32 = 3000;
+/// Files `show` lists when `maxFiles` is not given.
+pub const DEFAULT_SHOW_FILES: u32 = 300;
+/// `show` returns at most this many bytes of the commit message (cut at a character boundary).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Input of `git_history`, tagged by `action`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum GitHistoryInput {
+    /// Commits, newest first, optionally only those that changed one path.
+    Log(LogInput),
+    /// Which commit last changed each line of a range of one file.
+    Blame(BlameInput),
+    /// One commit: message, author, committer, and its changed files with line counts.
+    Show(ShowInput),
+}
+
+/// Input of `action: "log"`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogInput {
+    /// Only commits that changed this repository-relative file or directory ('/'-separated).
+    pub path: Option<String>,
+    /// Follow a file across renames, as `git log --follow` (default true when `path` is a file).
+    pub follow: Option<bool>,
+    /// Start commit: a commit, branch or tag (default: the run's head; `WORKTREE` reads `HEAD`).
+    #[serde(rename = "ref")]
+    pub rev: Option<String>,
+    /// Most commits to return, 1 to 1000 (default 50).
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_count: Option<u32>,
+    /// Matching commits to skip first, newest first (default 0), for paging.
+    pub skip: Option<u32>,
+}
+
+/// Input of `action: "blame"`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlameInput {
+    /// Repository-relative file, '/'-separated.
+    pub path: String,
+    /// First line to blame, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    pub start_line: Option<u32>,
+    /// Last line to blame, 1-based and inclusive (default: the last line; at most 5000 lines
+    /// per call).
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u32>,
+    /// Revision whose file is blamed: a commit, branch or tag, or `WORKTREE` for the file on
+    /// disk on top of `HEAD` (default: the run's head).
+    #[serde(rename = "ref")]
+    pub rev: Option<String>,
+}
+
+/// Input of `action: "show"`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShowInput {
+    /// The commit to show: SHA, branch, tag or expression such as `HEAD~2` (default: `ref`, else
+    /// the run's head).
+    pub commit: Option<String>,
+    /// Same as `commit` (the name the other tools use); give one.
+    #[serde(rename = "ref")]
+    pub rev: Option<String>,
+    /// Most files to list, 1 to 3000 (default 300); `stats` always counts all of them.
+    #[schemars(range(min = 1, max = 3000))]
+    pub max_files: Option<u32>,
+}
+
+/// The published input schema of `git_history`: one object with the fields of all three
+/// actions (see the module docs for why it is not a `oneOf`). Never deserialized: inputs are
+/// parsed as [`GitHistoryInput`].
+#[derive(Debug, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // Only its schema is used.
+pub struct GitHistoryParams {
+    /// `log`: commits newest first; `blame`: who last changed each line of `path`; `show`: one
+    /// commit with its changed files.
+    action: Action,
+    /// `log`: only commits touching this file or directory (optional); `blame`: the file
+    /// (required). Repository-relative, '/'-separated.
+    path: Option<String>,
+    /// `log`: follow `path` across renames like `git log --follow` (default true for a file).
+    follow: Option<bool>,
+    /// Revision to read at: a commit, branch or tag (default: the run's head). `WORKTREE`:
+    /// `blame` blames the file on disk, `log`/`show` read `HEAD`.
+    #[serde(rename = "ref")]
+    rev: Option<String>,
+    /// `log`: most commits to return, 1 to 1000 (default 50).
+    #[schemars(range(min = 1, max = 1000))]
+    max_count: Option<u32>,
+    /// `log`: matching commits to skip first (default 0), for paging.
+    skip: Option<u32>,
+    /// `blame`: first line, 1-based (default 1).
+    #[schemars(range(min = 1))]
+    start_line: Option<u32>,
+    /// `blame`: last line, 1-based inclusive (default the last line; at most 5000 lines).
+    #[schemars(range(min = 1))]
+    end_line: Option<u32>,
+    /// `show`: the commit (default `ref`, else the run's head).
+    commit: Option<String>,
+    /// `show`: most files to list, 1 to 3000 (default 300).
+    #[schemars(range(min = 1, max = 3000))]
+    max_files: Option<u32>,
+}
+
+/// The three actions, as the schema's `action` enum.
+#[derive(Debug, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Only its schema is used.
+enum Action {
+    Log,
+    Blame,
+    Show,
+}
+
+/// Log, blame and show (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitHistory;
+
+const NAME: &str = "git_history";
+
+impl GatewayTool for GitHistory {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        "Repository history. `action: \"log\"`: commits newest first (id, parents, author, \
+         dates, summary), optionally only those touching `path` (a file is followed across \
+         renames like `git log --follow`; `follow: false` stops at a rename), with `maxCount` \
+         (default 50, max 1000) and `skip` for paging. `action: \"blame\"`: for lines \
+         `startLine`..`endLine` of `path` (default the whole file, max 5000 lines per call), the \
+         commit that last changed each run of lines and the line's original path and number. \
+         `action: \"show\"`: one `commit` (default the run's head): message, author, committer, \
+         and changed files against its first parent (status added/modified/deleted/renamed/\
+         typechange, added and deleted line counts as `git show --numstat`). Reads at `ref` \
+         (default the run's head)."
+    }
+
+    fn input_schema(&self) -> Value {
+        super::schema_of::<GitHistoryParams>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::None
+    }
+
+    fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
+        let input: GitHistoryInput = parse_input(NAME, input)?;
+        let mut git = ctx.git().clone();
+        // Walks re-read the same trees (commit and parent); a small cache pays for itself.
+        git.object_cache_size_if_unset(16 * 1024 * 1024);
+        let value = match input {
+            GitHistoryInput::Log(input) => log::run(ctx, &git, input)?,
+            GitHistoryInput::Blame(input) => blame::run(ctx, &git, input)?,
+            GitHistoryInput::Show(input) => show::run(ctx, &git, input)?,
+        };
+        let truncated = value["truncated"] == json!(true);
+        Ok(ToolOutput { value, truncated })
+    }
+}
+
+// === shared helpers ===
+
+/// The commit a call starts from: `spec` (or the context's revision); `WORKTREE` reads `HEAD`.
+/// Returns the commit and whether `WORKTREE` was replaced by `HEAD`.
+fn start_commit(ctx: &ToolContext, spec: Option<&str>) -> Result<(ObjectId, bool), GatewayError> {
+    match ctx.revision(spec)? {
+        ToolRevision::Commit(revision) => Ok((revision.id, false)),
+        ToolRevision::Worktree => Ok((ctx.repo().resolve("HEAD")?.id, true)),
+    }
+}
+
+fn read_error(what: impl Into<String>, err: impl std::fmt::Display) -> GatewayError {
+    RepoError::Read {
+        what: what.into(),
+        message: err.to_string(),
+    }
+    .into()
+}
+
+/// git's `%aI`: RFC 3339 / strict ISO 8601 in the signature's own offset, `±hh:mm`, or `Z`
+/// for UTC (as git 2.47 prints it).
+fn iso_time(time: gix::date::Time) -> String {
+    let offset = time::UtcOffset::from_whole_seconds(time.offset).unwrap_or(time::UtcOffset::UTC);
+    let Ok(at) = time::OffsetDateTime::from_unix_timestamp(time.seconds) else {
+        return String::new();
+    };
+    let at = at.to_offset(offset);
+    if offset.is_utc() {
+        let format =
+            time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+        return at.format(&format).unwrap_or_default();
+    }
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory]:[offset_minute]"
+    );
+    at.format(&format).unwrap_or_default()
+}
+
+/// git's `%h`: the shortest unambiguous prefix, at least 7 digits.
+fn short_id(git: &gix::Repository, id: ObjectId) -> String {
+    use gix::prelude::ObjectIdExt;
+    match id.attach(git).shorten() {
+        Ok(prefix) => prefix.to_string(),
+        Err(_) => id.to_hex_with_len(7).to_string(),
+    }
+}
+
+/// Name, email and time of a signature.
+struct Person {
+    name: String,
+    email: String,
+    at: String,
+}
+
+impl Person {
+    fn of(sig: gix::actor::SignatureRef<'_>) -> Person {
+        Person {
+            name: sig.name.to_string(),
+            email: sig.email.to_string(),
+            at: sig.time().map(iso_time).unwrap_or_default(),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({ "name": self.name, "email": self.email })
+    }
+}
+
+/// What `log`, `blame` and `show` say about a commit.
+struct CommitInfo {
+    id: ObjectId,
+    short_id: String,
+    parents: Vec<ObjectId>,
+    author: Person,
+    committer: Person,
+    summary: String,
+    message: String,
+}
+
+impl CommitInfo {
+    fn read(git: &gix::Repository, id: ObjectId) -> Result<CommitInfo, GatewayError> {
+        let commit = git
+            .find_commit(id)
+            .map_err(|e| read_error(format!("commit {id}"), e))?;
+        let decoded = commit
+            .decode()
+            .map_err(|e| read_error(format!("commit {id}"), e))?;
+        let bad = |e| read_error(format!("the signature of commit {id}"), e);
+        Ok(CommitInfo {
+            id,
+            short_id: short_id(git, id),
+            parents: decoded.parents().collect(),
+            author: Person::of(decoded.author().map_err(bad)?),
+            committer: Person::of(decoded.committer().map_err(bad)?),
+            summary: decoded.message().summary().to_string(),
+            message: decoded.message.to_string(),
+        })
+    }
+
+    /// The `log` entry of a commit (without `path`).
+    fn log_json(&self) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "shortId": self.short_id,
+            "parents": self.parents.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "author": self.author.json(),
+            "authoredAt": self.author.at,
+            "committedAt": self.committer.at,
+            "summary": self.summary,
+        })
+    }
+
+    /// The short description of a commit in a blame hunk.
+    fn blame_json(&self) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "shortId": self.short_id,
+            "author": self.author.json(),
+            "authoredAt": self.author.at,
+            "summary": self.summary,
+        })
+    }
+}
+
+/// Commit descriptions read once per call.
+#[derive(Default)]
+struct CommitCache {
+    infos: HashMap<ObjectId, std::rc::Rc<CommitInfo>>,
+}
+
+impl CommitCache {
+    fn get(
+        &mut self,
+        git: &gix::Repository,
+        id: ObjectId,
+    ) -> Result<std::rc::Rc<CommitInfo>, GatewayError> {
+        if let Some(info) = self.infos.get(&id) {
+            return Ok(info.clone());
+        }
+        let info = std::rc::Rc::new(CommitInfo::read(git, id)?);
+        self.infos.insert(id, info.clone());
+        Ok(info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_git_iso_strict() {
+        let check = |seconds, offset, expect: &str| {
+            assert_eq!(iso_time(gix::date::Time { seconds, offset }), expect);
+        };
+        check(0, 0, "1970-01-01T00:00:00Z");
+        check(1_767_225_660, 3600, "2026-01-01T01:01:00+01:00");
+        check(
+            1_767_225_660,
+            -(5 * 3600 + 30 * 60),
+            "2025-12-31T18:31:00-05:30",
+        );
+    }
+
+    #[test]
+    fn the_flat_schema_has_the_fields_of_every_action() {
+        use std::collections::BTreeSet;
+        let tagged = super::super::schema_of::<GitHistoryInput>();
+        let mut fields = BTreeSet::new();
+        let mut actions = Vec::new();
+        for variant in tagged["oneOf"].as_array().expect("oneOf") {
+            let properties = variant["properties"].as_object().expect("properties");
+            fields.extend(properties.keys().cloned());
+            actions.push(properties["action"]["const"].clone());
+        }
+        let flat = super::super::schema_of::<GitHistoryParams>();
+        assert_eq!(flat["type"], json!("object"));
+        assert_eq!(flat["additionalProperties"], json!(false));
+        assert_eq!(flat["required"], json!(["action"]));
+        let published: BTreeSet<String> = flat["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(published, fields);
+        let action = &flat["properties"]["action"];
+        let reference = action["$ref"].as_str().expect("a $ref to the enum");
+        let name = reference.rsplit('/').next().expect("name");
+        assert_eq!(flat["$defs"][name]["enum"], json!(actions));
+    }
+}
