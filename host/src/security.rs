@@ -10,6 +10,7 @@ pub(crate) mod fs;
 mod host;
 mod live;
 mod origin;
+pub mod redact;
 mod token;
 
 pub use error::SecurityError;
