@@ -217,3 +217,54 @@ fn caps_and_refusals() {
     let err = call(&repo, json!({ "query": "hit", "ref": "-rf" })).expect_err("option-like ref");
     assert_ne!(err.code, "ok");
 }
+
+/// Files are searched on several threads; the answer must still be the sequential one: every
+/// match in path order, and under a cap exactly the first `maxMatches` of them.
+#[test]
+fn many_files_answer_in_path_order_under_caps() {
+    let mut repo = TestRepo::new();
+    let files: Vec<(String, String)> = (0..300)
+        .map(|i| {
+            (
+                format!("d{}/f{i:03}.txt", i % 7),
+                format!("needle {i}\nhay\nneedle again {i}\n"),
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    repo.write_all(&borrowed);
+    repo.commit("many");
+    let mut expected: Vec<String> = files
+        .iter()
+        .flat_map(|(p, _)| [format!("{p}:1"), format!("{p}:3")])
+        .collect();
+    expected.sort_by(|a, b| {
+        let key = |s: &str| {
+            let (p, l) = s.rsplit_once(':').expect("path:line");
+            (p.to_owned(), l.parse::<u32>().expect("line"))
+        };
+        key(a).cmp(&key(b))
+    });
+    for rev in ["HEAD", "WORKTREE"] {
+        let all = call(
+            &repo,
+            json!({ "query": "needle", "maxMatches": 2000, "ref": rev }),
+        )
+        .expect("all");
+        assert_eq!(places(&all), expected, "{rev}");
+        assert_eq!(all["truncated"], false);
+        assert_eq!(all["filesSearched"], 300);
+        for cap in [1, 2, 3, 57, 599] {
+            let out = call(
+                &repo,
+                json!({ "query": "needle", "maxMatches": cap, "ref": rev }),
+            )
+            .expect("capped");
+            assert_eq!(places(&out), expected[..cap].to_vec(), "{rev} cap {cap}");
+            assert_eq!(out["truncated"], true, "{rev} cap {cap}");
+        }
+    }
+}

@@ -43,6 +43,10 @@ const DFA_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 const MAX_GLOB_BYTES: usize = 1024;
 /// The most path globs accepted.
 const MAX_GLOBS: usize = 64;
+/// Search threads at most (the machine's parallelism is the other bound).
+const MAX_THREADS: usize = 8;
+/// Fewer files than this per extra thread are searched by fewer threads.
+const FILES_PER_THREAD: usize = 32;
 
 /// Input of `code_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -123,12 +127,12 @@ impl GatewayTool for CodeSearch {
         let matcher = build_matcher(&input)?;
         let globs = build_globs(input.paths.as_deref())?;
         let rev = ctx.revision(input.rev.as_deref())?;
-
-        let mut searcher = SearcherBuilder::new()
-            .line_number(true)
-            .before_context(context)
-            .after_context(context)
-            .build();
+        let wanted = |p: &str| globs.as_ref().is_none_or(|g| g.is_match(p));
+        let candidates = match &rev {
+            ToolRevision::Commit(revision) => commit_candidates(ctx, revision.id, &wanted)?,
+            ToolRevision::Worktree => worktree_candidates(ctx, &wanted)?,
+        };
+        let found = search_all(ctx, &candidates, &matcher, context, max_matches)?;
         let mut state = State {
             max_matches,
             matches: Vec::new(),
@@ -136,16 +140,11 @@ impl GatewayTool for CodeSearch {
             files_searched: 0,
             truncated: false,
         };
-        let wanted = |p: &str| globs.as_ref().is_none_or(|g| g.is_match(p));
-        match &rev {
-            ToolRevision::Commit(revision) => {
-                search_commit(ctx, revision.id, &wanted, &mut |p, bytes| {
-                    state.search(&mut searcher, &matcher, p, bytes)
-                })?
+        for file in found {
+            state.files_searched += usize::from(file.searched);
+            if !state.take(file.hits) {
+                break;
             }
-            ToolRevision::Worktree => search_worktree(ctx, &wanted, &mut |p, bytes| {
-                state.search(&mut searcher, &matcher, p, bytes)
-            })?,
         }
         let truncated = state.truncated;
         let match_count = state.matches.len();
@@ -242,6 +241,8 @@ struct Hit {
     ranges: Vec<[usize; 2]>,
     before: Vec<String>,
     after: Vec<String>,
+    /// Output bytes charged for it: path, line and context text.
+    cost: usize,
 }
 
 impl Hit {
@@ -258,7 +259,7 @@ impl Hit {
     }
 }
 
-/// Results so far, shared by every file searched.
+/// The answer being built: files' hits taken in path order until a cap is hit.
 struct State {
     max_matches: usize,
     matches: Vec<Hit>,
@@ -267,64 +268,203 @@ struct State {
     truncated: bool,
 }
 
-/// Whether to keep walking.
-type Continue = bool;
-
 impl State {
-    /// Search one file's bytes (already known not to be too large); `false` once a cap is hit.
-    fn search(
-        &mut self,
-        searcher: &mut Searcher,
-        matcher: &RegexMatcher,
-        path: &str,
-        bytes: &[u8],
-    ) -> Continue {
-        if self.truncated {
-            return false;
+    /// Take one file's hits in order; `false` (and `truncated`) once a cap is hit.
+    fn take(&mut self, hits: Vec<Hit>) -> bool {
+        for hit in hits {
+            if self.matches.len() >= self.max_matches
+                || self.output_bytes + hit.cost > MAX_OUTPUT_BYTES
+            {
+                self.truncated = true;
+                return false;
+            }
+            self.output_bytes += hit.cost;
+            self.matches.push(hit);
         }
-        if is_binary(bytes) {
-            return true;
-        }
-        self.files_searched += 1;
-        let mut sink = Collect {
-            state: self,
-            matcher,
-            path,
-            pending_before: Vec::new(),
-            first_in_file: None,
-        };
-        // The sink never fails; a searcher error on in-memory bytes is not expected either.
-        let _ = searcher.search_slice(matcher, bytes, &mut sink);
-        !self.truncated
-    }
-
-    /// Account for `bytes` more of output; `false` (and truncated) when that would exceed the cap.
-    fn charge(&mut self, bytes: usize) -> bool {
-        if self.output_bytes + bytes > MAX_OUTPUT_BYTES {
-            self.truncated = true;
-            return false;
-        }
-        self.output_bytes += bytes;
         true
     }
 }
 
+/// What searching one file found.
+#[derive(Default)]
+struct FileHits {
+    hits: Vec<Hit>,
+    /// `false` for a binary file (not searched).
+    searched: bool,
+    /// Output bytes of `hits`.
+    bytes: usize,
+}
+
+/// Where a candidate file's bytes are.
+enum Source {
+    Blob(gix::ObjectId),
+    File(std::path::PathBuf),
+}
+
+/// A file to search: its repository-relative path and where to read it.
+struct Candidate {
+    path: String,
+    source: Source,
+}
+
+/// Search `candidates` (sorted by path) on up to [`MAX_THREADS`] threads and answer the files'
+/// hits in candidate order, for a prefix of `candidates` large enough to hit the caps when they
+/// are hit: workers claim files in order from a shared counter and stop claiming once more
+/// than `max_matches` matches or [`MAX_OUTPUT_BYTES`] bytes were found, so every file before the
+/// last one claimed has been searched and the merged answer is the sequential one.
+fn search_all(
+    ctx: &ToolContext,
+    candidates: &[Candidate],
+    matcher: &RegexMatcher,
+    context: usize,
+    max_matches: usize,
+) -> Result<Vec<FileHits>, GatewayError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+        .min(candidates.len().div_ceil(FILES_PER_THREAD).max(1));
+    let next = AtomicUsize::new(0);
+    let found = AtomicUsize::new(0);
+    let bytes = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<(usize, FileHits)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<GatewayError>> = Mutex::new(None);
+    let shared = ctx.git().clone().into_sync();
+    let worker = || {
+        let git = shared.to_thread_local();
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .before_context(context)
+            .after_context(context)
+            .build();
+        let mut mine = Vec::new();
+        while !stop.load(Ordering::Acquire) {
+            let index = next.fetch_add(1, Ordering::AcqRel);
+            let Some(candidate) = candidates.get(index) else {
+                break;
+            };
+            let data = match read_candidate(&git, candidate) {
+                Ok(Some(data)) => data,
+                Ok(None) => continue,
+                Err(e) => {
+                    stop.store(true, Ordering::Release);
+                    if let Ok(mut slot) = failure.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    break;
+                }
+            };
+            let file = search_one(
+                &mut searcher,
+                matcher,
+                &candidate.path,
+                &data,
+                max_matches + 1,
+            );
+            let total = found.fetch_add(file.hits.len(), Ordering::AcqRel) + file.hits.len();
+            let total_bytes = bytes.fetch_add(file.bytes, Ordering::AcqRel) + file.bytes;
+            if total > max_matches || total_bytes > MAX_OUTPUT_BYTES {
+                stop.store(true, Ordering::Release);
+            }
+            mine.push((index, file));
+        }
+        if let Ok(mut all) = results.lock() {
+            all.extend(mine);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    if let Some(error) = failure.into_inner().ok().flatten() {
+        return Err(error);
+    }
+    let mut all = results.into_inner().unwrap_or_default();
+    all.sort_unstable_by_key(|(index, _)| *index);
+    Ok(all.into_iter().map(|(_, file)| file).collect())
+}
+
+/// The bytes of `candidate`, `None` when it cannot be read from the work tree (it changed
+/// under us) or is over [`MAX_FILE_BYTES`].
+///
+/// # Errors
+/// `repository.read_failed` for a blob the object database cannot give.
+fn read_candidate(
+    git: &gix::Repository,
+    candidate: &Candidate,
+) -> Result<Option<Vec<u8>>, GatewayError> {
+    match &candidate.source {
+        Source::Blob(id) => {
+            let read = |e: &dyn std::fmt::Display| -> GatewayError {
+                RepoError::Read {
+                    what: format!("blob {id} ({})", candidate.path),
+                    message: e.to_string(),
+                }
+                .into()
+            };
+            let blob = git.find_blob(*id).map_err(|e| read(&e))?;
+            if blob.data.len() as u64 > MAX_FILE_BYTES {
+                return Ok(None);
+            }
+            Ok(Some(blob.detach().data))
+        }
+        Source::File(path) => Ok(std::fs::read(path)
+            .ok()
+            .filter(|d| d.len() as u64 <= MAX_FILE_BYTES)),
+    }
+}
+
+/// Search one file's bytes, keeping at most `limit` hits and about [`MAX_OUTPUT_BYTES`] bytes.
+fn search_one(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    path: &str,
+    bytes: &[u8],
+    limit: usize,
+) -> FileHits {
+    if is_binary(bytes) {
+        return FileHits::default();
+    }
+    let mut sink = Collect {
+        file: FileHits {
+            searched: true,
+            ..FileHits::default()
+        },
+        limit,
+        matcher,
+        path,
+        pending_before: Vec::new(),
+    };
+    // The sink never fails; a searcher error on in-memory bytes is not expected either.
+    let _ = searcher.search_slice(matcher, bytes, &mut sink);
+    sink.file
+}
+
 /// The sink for one file: matches with their before/after context lines.
 struct Collect<'a> {
-    state: &'a mut State,
+    file: FileHits,
+    limit: usize,
     matcher: &'a RegexMatcher,
     path: &'a str,
     pending_before: Vec<String>,
-    // Index in `state.matches` of this file's first match, so after-context goes to this file.
-    first_in_file: Option<usize>,
+}
+
+impl Collect<'_> {
+    fn full(&self) -> bool {
+        self.file.hits.len() >= self.limit || self.file.bytes > MAX_OUTPUT_BYTES
+    }
 }
 
 impl Sink for Collect<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
-        if self.state.matches.len() >= self.state.max_matches {
-            self.state.truncated = true;
+        if self.full() {
             return Ok(false);
         }
         let line = m.bytes();
@@ -336,12 +476,9 @@ impl Sink for Collect<'_> {
         let text = cut_line(line);
         let before = std::mem::take(&mut self.pending_before);
         let cost = self.path.len() + text.len() + before.iter().map(String::len).sum::<usize>();
-        if !self.state.charge(cost) {
-            return Ok(false);
-        }
+        self.file.bytes += cost;
         let column = ranges.first().map_or(1, |r| r[0] + 1);
-        self.first_in_file.get_or_insert(self.state.matches.len());
-        self.state.matches.push(Hit {
+        self.file.hits.push(Hit {
             path: self.path.to_owned(),
             line: m.line_number().unwrap_or(0),
             column,
@@ -349,24 +486,24 @@ impl Sink for Collect<'_> {
             ranges,
             before,
             after: Vec::new(),
+            cost,
         });
         Ok(true)
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
         let text = cut_line(c.bytes());
-        if !self.state.charge(text.len()) {
-            return Ok(false);
-        }
         match c.kind() {
-            SinkContextKind::After if self.first_in_file.is_some() => {
-                if let Some(last) = self.state.matches.last_mut() {
+            SinkContextKind::After => {
+                if let Some(last) = self.file.hits.last_mut() {
+                    self.file.bytes += text.len();
+                    last.cost += text.len();
                     last.after.push(text);
                 }
             }
             _ => self.pending_before.push(text),
         }
-        Ok(true)
+        Ok(self.file.bytes <= MAX_OUTPUT_BYTES)
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, std::io::Error> {
@@ -391,14 +528,12 @@ fn cut_line(line: &[u8]) -> String {
     }
 }
 
-/// Feed every wanted regular file of `commit`'s tree (not links, not submodules, not over the
-/// size cap) to `search`, by path, until it answers `false`.
-fn search_commit(
+/// Every wanted regular file of `commit`'s tree (not links, not submodules), sorted by path.
+fn commit_candidates(
     ctx: &ToolContext,
     commit: gix::ObjectId,
     wanted: &dyn Fn(&str) -> bool,
-    search: &mut dyn FnMut(&str, &[u8]) -> Continue,
-) -> Result<(), GatewayError> {
+) -> Result<Vec<Candidate>, GatewayError> {
     let read = |e: &dyn std::fmt::Display| -> GatewayError {
         RepoError::Read {
             what: format!("the tree of commit {commit}"),
@@ -407,49 +542,41 @@ fn search_commit(
         .into()
     };
     let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git(), commit, "")? else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse()
         .breadthfirst(&mut recorder)
         .map_err(|e| read(&e))?;
-    let mut files: Vec<(String, gix::ObjectId)> = recorder
+    let mut files: Vec<Candidate> = recorder
         .records
         .into_iter()
         .filter(|e| e.mode.is_blob())
-        .map(|e| (String::from_utf8_lossy(&e.filepath).into_owned(), e.oid))
-        .filter(|(p, _)| wanted(p))
+        .map(|e| Candidate {
+            path: String::from_utf8_lossy(&e.filepath).into_owned(),
+            source: Source::Blob(e.oid),
+        })
+        .filter(|c| wanted(&c.path))
         .collect();
-    files.sort();
-    for (path, oid) in files {
-        let size = ctx.git().find_header(oid).map_err(|e| read(&e))?.size();
-        if size > MAX_FILE_BYTES {
-            continue;
-        }
-        let bytes = ctx.repo().read_blob(oid)?;
-        if !search(&path, &bytes) {
-            break;
-        }
-    }
-    Ok(())
+    files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
 
-/// Feed every wanted regular file under the work tree not ignored by git's ignore files (`.git`
-/// excluded, links not followed, not over the size cap) to `search`, until it answers `false`.
-fn search_worktree(
+/// Every wanted regular file under the work tree not ignored by git's ignore files (`.git`
+/// excluded, links not followed, not over the size cap), sorted by path.
+fn worktree_candidates(
     ctx: &ToolContext,
     wanted: &dyn Fn(&str) -> bool,
-    search: &mut dyn FnMut(&str, &[u8]) -> Continue,
-) -> Result<(), GatewayError> {
+) -> Result<Vec<Candidate>, GatewayError> {
     let root = ctx.work_root()?;
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .follow_links(false)
         .require_git(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
         .build();
+    let mut files = Vec::new();
     for entry in walker {
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -466,16 +593,14 @@ fn search_worktree(
         if !wanted(&rel) {
             continue;
         }
-        let Ok(meta) = entry.metadata() else { continue };
-        if meta.len() > MAX_FILE_BYTES {
+        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
             continue;
         }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
-            continue;
-        };
-        if !search(&rel, &bytes) {
-            break;
-        }
+        files.push(Candidate {
+            path: rel,
+            source: Source::File(entry.into_path()),
+        });
     }
-    Ok(())
+    files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
