@@ -66,6 +66,14 @@ pub mod codes {
     pub const TOOL_PATH_OUTSIDE_REPOSITORY: &str = "tool.path_outside_repository";
     /// Nothing is stored at the path a tool was given (at that revision or in the work tree).
     pub const TOOL_PATH_NOT_FOUND: &str = "tool.path_not_found";
+    /// The tool is switched off in the config (`run_check` is, unless `[tools.run_check]
+    /// enabled = true`).
+    pub const TOOL_DISABLED: &str = "tool.disabled";
+    /// `run_check` was asked for a command that no allowlist entry matches, or an argument that
+    /// leaves the repository (DESIGN §7).
+    pub const TOOL_COMMAND_NOT_ALLOWED: &str = "tool.command_not_allowed";
+    /// An allowed command could not be started (program not found, limits not settable).
+    pub const TOOL_COMMAND_FAILED: &str = "tool.command_failed";
 }
 
 /// A user-facing failure: what went wrong and what to do about it.

@@ -66,6 +66,10 @@ struct ToolArgs {
     /// The tool's input as a JSON object.
     #[arg(long, default_value = "{}", allow_hyphen_values = true)]
     input: String,
+    /// Config file (default: config.toml in the config dir); its `[tools.run_check]` section
+    /// enables and limits `run_check`.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -319,7 +323,15 @@ fn tool_command(args: ToolArgs) -> ExitCode {
                 "Pass the tool's input as a JSON object, e.g. --input '{\"path\": \"src/lib.rs\"}'.",
             )
         })?;
-        let ctx = ToolContext::open(&args.repo, args.rev.as_deref())?;
+        let mut ctx = ToolContext::open(&args.repo, args.rev.as_deref())?;
+        if tool.name() == "run_check" {
+            let loaded = review_agent_gateway::config::Config::load(args.config.as_deref())?;
+            let paths = review_agent_gateway::config::Paths::discover()?;
+            ctx = ctx.with_run_check(
+                loaded.config().tools.run_check.clone(),
+                paths.state_dir(),
+            );
+        }
         Ok(tool.execute(&ctx, input)?.value)
     };
     match run() {

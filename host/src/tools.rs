@@ -16,6 +16,7 @@ mod file_read_diff;
 mod file_search;
 mod git_history;
 pub mod path;
+pub mod run_check;
 pub mod symbol_search;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
 pub use git_history::GitHistory;
+pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{SymbolIndex, SymbolSearch};
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
@@ -75,6 +77,8 @@ pub struct ToolContext {
     work_root: Option<PathBuf>,
     rev: ToolRevision,
     symbols: Option<std::sync::Arc<SymbolIndex>>,
+    run_check: Option<RunCheckSettings>,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -111,6 +115,8 @@ impl ToolContext {
             work_root,
             rev: ToolRevision::Worktree,
             symbols: None,
+            run_check: None,
+            cancel: None,
         };
         ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
         Ok(ctx)
@@ -173,6 +179,40 @@ impl ToolContext {
         self.symbols.as_deref()
     }
 
+    /// This context with `run_check` settings: the `[tools.run_check]` config section and the
+    /// state dir holding its audit log. Without them `run_check` answers `tool.disabled`.
+    pub fn with_run_check(
+        mut self,
+        config: crate::config::RunCheckConfig,
+        state_dir: &Path,
+    ) -> ToolContext {
+        self.run_check = Some(RunCheckSettings {
+            config,
+            state_dir: state_dir.to_owned(),
+        });
+        self
+    }
+
+    /// This context with a cancel flag: once it is `true`, a running `run_check` command is
+    /// killed (with its process group) and answers `cancelled: true`.
+    pub fn with_cancel(
+        mut self,
+        cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> ToolContext {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// The `run_check` settings, if given.
+    pub fn run_check_settings(&self) -> Option<&RunCheckSettings> {
+        self.run_check.as_ref()
+    }
+
+    /// The cancel flag, if given.
+    pub fn cancel_flag(&self) -> Option<&std::sync::atomic::AtomicBool> {
+        self.cancel.as_deref()
+    }
+
     pub(crate) fn git(&self) -> &gix::Repository {
         &self.git
     }
@@ -231,6 +271,7 @@ impl Registry {
             Box::new(FileReadDiff),
             Box::new(FileSearch),
             Box::new(GitHistory),
+            Box::new(RunCheck),
             Box::new(SymbolSearch),
         ];
         tools.sort_by_key(|t| t.name());

@@ -278,6 +278,7 @@ fn registry_and_schemas() {
             "file_read_diff",
             "file_search",
             "git_history",
+            "run_check",
             "symbol_search"
         ]
     );

@@ -36,6 +36,8 @@ pub struct Config {
     pub limits: Limits,
     /// How long a run's event log is kept after it ends, in hours (DESIGN §5). Default 24.
     pub event_retention_hours: u32,
+    /// Settings of the repository tools (`[tools]`).
+    pub tools: ToolsConfig,
 }
 
 impl Default for Config {
@@ -49,6 +51,7 @@ impl Default for Config {
             rules_dirs: Vec::new(),
             limits: Limits::default(),
             event_retention_hours: 24,
+            tools: ToolsConfig::default(),
         }
     }
 }
@@ -131,6 +134,110 @@ impl Default for Limits {
             max_concurrent_reviews: 2,
             max_tool_calls_per_run: 60,
         }
+    }
+}
+
+/// `[tools]`: settings of the repository tools (DESIGN §7).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// `[tools.run_check]`.
+    pub run_check: RunCheckConfig,
+}
+
+/// `[tools.run_check]`: the `run_check` tool (DESIGN §7, draft §13), off unless `enabled`.
+///
+/// ```toml
+/// [tools.run_check]
+/// enabled = true
+/// timeout_seconds = 300        # wall clock per call (a call may ask for less)
+/// cpu_seconds = 600            # RLIMIT_CPU per process
+/// memory_mb = 4096             # RLIMIT_AS per process (address space, not resident memory)
+/// max_output_bytes = 262144    # kept of stdout and of stderr, each
+/// env_passthrough = ["CARGO_HOME", "RUSTUP_HOME"]
+///
+/// [[tools.run_check.commands]]
+/// argv = ["cargo", "test", "**"]   # program literal; `*`-globs match one argument; `**` last: any
+/// ```
+///
+/// The argv pattern rules are those of [`crate::tools::run_check::matches`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunCheckConfig {
+    /// Whether the tool runs at all. Default `false`.
+    pub enabled: bool,
+    /// Wall-clock limit of one call in seconds, 1 to 86400. Default 300.
+    pub timeout_seconds: u64,
+    /// CPU time limit of each process in seconds (`RLIMIT_CPU`), 1 to 86400. Default 600.
+    pub cpu_seconds: u64,
+    /// Address-space limit of each process in MiB (`RLIMIT_AS`), 16 to 1048576. Default 4096.
+    pub memory_mb: u64,
+    /// Bytes kept of stdout and of stderr each, 1 to 67108864 (64 MiB). Default 262144.
+    pub max_output_bytes: u64,
+    /// Names of environment variables passed to commands when set (the environment is
+    /// otherwise scrubbed to `PATH`, `HOME`, `LANG`, `TERM`).
+    pub env_passthrough: Vec<String>,
+    /// The allowlist (`[[tools.run_check.commands]]`).
+    pub commands: Vec<RunCheckCommand>,
+}
+
+impl Default for RunCheckConfig {
+    fn default() -> Self {
+        RunCheckConfig {
+            enabled: false,
+            timeout_seconds: 300,
+            cpu_seconds: 600,
+            memory_mb: 4096,
+            max_output_bytes: 256 * 1024,
+            env_passthrough: Vec::new(),
+            commands: Vec::new(),
+        }
+    }
+}
+
+/// One allowlist entry (`[[tools.run_check.commands]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunCheckCommand {
+    /// The program and argument patterns, e.g. `["cargo", "test", "**"]`.
+    pub argv: Vec<String>,
+}
+
+impl RunCheckConfig {
+    /// Check the section; on failure the key path below `tools.run_check` and a message.
+    fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        let ranges = [
+            ("timeout_seconds", self.timeout_seconds, 1, 86_400),
+            ("cpu_seconds", self.cpu_seconds, 1, 86_400),
+            ("memory_mb", self.memory_mb, 16, 1 << 20),
+            ("max_output_bytes", self.max_output_bytes, 1, 64 << 20),
+        ];
+        for (name, value, min, max) in ranges {
+            if !(min..=max).contains(&value) {
+                return Err((
+                    vec![key(name)],
+                    format!("{value} is out of range: give {min} to {max}"),
+                ));
+            }
+        }
+        for (i, name) in self.env_passthrough.iter().enumerate() {
+            let valid = name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err((
+                    vec![key("env_passthrough"), Seg::Index(i)],
+                    format!("`{name}` is not an environment variable name"),
+                ));
+            }
+        }
+        for (i, command) in self.commands.iter().enumerate() {
+            crate::tools::run_check::check_pattern(&command.argv)
+                .map_err(|e| (vec![key("commands"), Seg::Index(i), key("argv")], e))?;
+        }
+        Ok(())
     }
 }
 
@@ -354,6 +461,11 @@ impl Config {
             if value == 0 {
                 return Err(at([key("limits"), key(name)], "must be at least 1".into()));
             }
+        }
+        if let Err((segs, message)) = self.tools.run_check.check() {
+            let mut path = vec![key("tools"), key("run_check")];
+            path.extend(segs);
+            return Err((path, message));
         }
         if self.event_retention_hours == 0 {
             return Err(at(

@@ -1,0 +1,854 @@
+//! `run_check`: run an allowlisted check command (tests, linters) in the work tree (DESIGN §7,
+//! draft §10 and §13: "Command execution must be allowlisted, with a fixed working directory,
+//! timeouts, resource limits, and auditing").
+//!
+//! # What a call may do
+//!
+//! - Nothing unless `[tools.run_check] enabled = true` in the config **and** the caller gave the
+//!   context the settings ([`ToolContext::with_run_check`](super::ToolContext::with_run_check)):
+//!   `tool.disabled` otherwise.
+//! - Only an `argv` matching one `[[tools.run_check.commands]]` entry ([`matches`]):
+//!   `tool.command_not_allowed` otherwise. No shell: the program is executed directly with the
+//!   arguments as given, so `;`, `|`, `$(…)` and globs are plain characters.
+//! - In the work tree root only (`ref` absent or `WORKTREE`; a commit or a bare repository is
+//!   `request.invalid`), with stdin closed.
+//! - With a scrubbed environment: `PATH` (the gateway's, absolute entries only, else
+//!   `/usr/local/bin:/usr/bin:/bin`), `HOME`, `LANG=C.UTF-8`, `TERM=dumb`, and the variables
+//!   named in `env_passthrough` when set. The program is looked up in that `PATH`.
+//! - Within limits: a wall-clock timeout (`timeoutSeconds`, at most the configured
+//!   `timeout_seconds`), `RLIMIT_CPU` (`cpu_seconds`, `SIGXCPU` then `SIGKILL` one second later)
+//!   and `RLIMIT_AS` (`memory_mb`) per process (inherited by its children; each child has its
+//!   own CPU budget), no core files, and `max_output_bytes` kept of stdout and of stderr each
+//!   (the rest is read and dropped, so the command never blocks on a full pipe).
+//! - The command runs in its own process group. On timeout or cancel (the context's cancel
+//!   flag) the whole group is killed with `SIGKILL`, and so is whatever is left of the group
+//!   when the command itself exits, so no background child outlives the call.
+//! - Its stdout and stderr are redacted ([`crate::security::redact`]: tokens, secret
+//!   environment values, the home directory as `~`, the repository root as `<repo>`).
+//! - Every call, allowed or refused, appends one JSON line to
+//!   `<state dir>/audit/run_check.jsonl` (mode 0600): `time` (RFC 3339), `argv` (redacted),
+//!   `cwd`, `outcome` (`ran`, `refused`, `failed`), `reason` for a refusal or failure,
+//!   `exitCode`, `signal`, `durationMs`, `timedOut`, `cancelled`, `outputBytes`.
+//!
+//! **Limits are set right after the process starts** (`prlimit(2)` on its pid, Linux only),
+//! not between fork and exec: that needs `unsafe` code (`pre_exec`), which the workspace
+//! forbids. The command may run for the few microseconds between its start and the limits
+//! being applied; that is enough for a runaway test suite, not a sandbox against a hostile
+//! program (the allowlist is the defence there). On other systems `run_check` refuses to run.
+//!
+//! # Output
+//!
+//! `{ argv, exitCode, signal?, timedOut, cancelled, durationMs, stdout, stderr, stdoutBytes,
+//! stderrBytes, truncated }`: `exitCode` is `null` when a signal ended the command (`signal`
+//! is its number, e.g. 9 for `SIGKILL`, 24 for `SIGXCPU`); `*Bytes` count everything the command
+//! wrote; `truncated` is `true` when either stream was cut at `max_output_bytes`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, WORKTREE, parse_input};
+use crate::config::RunCheckConfig;
+use crate::error::{GatewayError, codes};
+use crate::security::redact::Redactor;
+
+const NAME: &str = "run_check";
+
+/// The audit log's path under the state dir.
+pub const AUDIT_LOG: &str = "audit/run_check.jsonl";
+
+/// How long to wait for stdout/stderr to close after the process group was killed (a process
+/// that left the group with `setsid` may still hold them).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Input of `run_check`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunCheckInput {
+    /// The command and its arguments, e.g. `["cargo", "test", "--lib"]`; must match an entry
+    /// of the configured allowlist. Not run through a shell.
+    #[schemars(length(min = 1))]
+    pub argv: Vec<String>,
+    /// Wall-clock limit in seconds (default and maximum: the configured `timeout_seconds`).
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<u64>,
+    /// Only `WORKTREE` (the default): commands act on the files on disk, never on a commit.
+    #[serde(rename = "ref")]
+    pub rev: Option<String>,
+}
+
+/// What a [`ToolContext`] needs to run `run_check`: the checked `[tools.run_check]` section and
+/// the state dir that holds the audit log.
+#[derive(Debug, Clone)]
+pub struct RunCheckSettings {
+    /// The configuration section.
+    pub config: RunCheckConfig,
+    /// The gateway's state dir; the audit log is [`AUDIT_LOG`] under it.
+    pub state_dir: PathBuf,
+}
+
+/// Runs an allowlisted check command (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunCheck;
+
+impl GatewayTool for RunCheck {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        "Run a check command (tests, linter, type checker) in the repository's work tree, when \
+         the user enabled run_check and allowlisted the command. `argv` is executed without a \
+         shell; the answer has the exit code, whether it timed out, and redacted stdout and \
+         stderr (capped, `truncated: true` when cut). Disabled by default."
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        super::schema_of::<RunCheckInput>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::Command
+    }
+
+    fn execute(
+        &self,
+        ctx: &ToolContext,
+        input: serde_json::Value,
+    ) -> Result<ToolOutput, GatewayError> {
+        let input: RunCheckInput = parse_input(NAME, input)?;
+        let Some(settings) = ctx.run_check_settings() else {
+            return Err(disabled());
+        };
+        let audit = Audit::new(settings, ctx);
+        match prepare(ctx, settings, &input).and_then(|plan| audit.ready().map(|()| plan)) {
+            Ok(plan) => run(plan, ctx.cancel_flag(), &audit),
+            Err(refusal) => {
+                audit.refused(&input.argv, &refusal);
+                Err(refusal)
+            }
+        }
+    }
+}
+
+fn disabled() -> GatewayError {
+    GatewayError::new(
+        codes::TOOL_DISABLED,
+        "run_check is disabled",
+        "Enable it in the config file with `[tools.run_check] enabled = true` and list the \
+         allowed commands as `[[tools.run_check.commands]] argv = [\"cargo\", \"test\", \"**\"]`.",
+    )
+}
+
+// === Allowlist ===
+
+/// Whether `argv` matches the allowlist entry `pattern`:
+///
+/// - `pattern[0]`, the program, equals `argv[0]` exactly (a bare name looked up in `PATH`, or
+///   an absolute path);
+/// - every further element matches exactly one argument: literally, or — when it contains `*`,
+///   `?` or `[` — as a glob over the whole argument (`*` also matches `/`), e.g. `--package=*`;
+/// - `**` as the last element matches any number of remaining arguments, none included.
+///
+/// An argument matched by a glob or `**` (not by a literal) must not be an absolute path, start
+/// with `~`, or contain a `..` component, also after an `=` (`--manifest-path=/etc/x`): the
+/// command is to act on the repository. `Err` carries why a matching pattern still refused.
+///
+/// # Errors
+/// The reason an argument matched by a wildcard was refused.
+pub fn matches(pattern: &[String], argv: &[String]) -> Result<bool, String> {
+    let (Some(program), Some(called)) = (pattern.first(), argv.first()) else {
+        return Ok(false);
+    };
+    if program != called {
+        return Ok(false);
+    }
+    let mut wild: Vec<&str> = Vec::new();
+    let mut args = argv[1..].iter();
+    let elements = &pattern[1..];
+    for (i, element) in elements.iter().enumerate() {
+        if element == "**" && i + 1 == elements.len() {
+            wild.extend(args.by_ref().map(String::as_str));
+            break;
+        }
+        let Some(arg) = args.next() else {
+            return Ok(false);
+        };
+        if is_glob(element) {
+            let Ok(glob) = globset::GlobBuilder::new(element)
+                .literal_separator(false)
+                .build()
+            else {
+                return Ok(false);
+            };
+            if !glob.compile_matcher().is_match(arg) {
+                return Ok(false);
+            }
+            wild.push(arg);
+        } else if element != arg {
+            return Ok(false);
+        }
+    }
+    if args.next().is_some() {
+        return Ok(false);
+    }
+    for arg in wild {
+        if let Some(reason) = escapes_repository(arg) {
+            return Err(format!("argument `{arg}` {reason}"));
+        }
+    }
+    Ok(true)
+}
+
+fn is_glob(element: &str) -> bool {
+    element.contains(['*', '?', '['])
+}
+
+/// Why a wildcard-matched argument may reach outside the repository, if it may.
+fn escapes_repository(arg: &str) -> Option<&'static str> {
+    let mut parts = vec![arg];
+    if let Some((_, value)) = arg.split_once('=') {
+        parts.push(value);
+    }
+    for part in parts {
+        if part.starts_with('/') {
+            return Some("is an absolute path");
+        }
+        if part.starts_with('~') {
+            return Some("names a home directory");
+        }
+        if part.split(['/', '\\']).any(|c| c == "..") {
+            return Some("climbs out with `..`");
+        }
+    }
+    None
+}
+
+/// Check one allowlist entry of the config: a non-empty argv whose program is a bare name or an
+/// absolute path without wildcards, `**` only last, globs that compile, no NUL.
+///
+/// # Errors
+/// What is wrong, for the config error.
+pub(crate) fn check_pattern(pattern: &[String]) -> Result<(), String> {
+    let Some(program) = pattern.first() else {
+        return Err("argv is empty; give the program and its arguments".into());
+    };
+    if program.is_empty() || is_glob(program) {
+        return Err(format!(
+            "the program `{program}` must be a name or an absolute path, without wildcards"
+        ));
+    }
+    if program.contains('/') && !program.starts_with('/') {
+        return Err(format!(
+            "the program `{program}` is a relative path; give a name looked up in PATH or an \
+             absolute path"
+        ));
+    }
+    for (i, element) in pattern.iter().enumerate() {
+        if element.contains('\0') {
+            return Err(format!("argv[{i}] contains a NUL character"));
+        }
+        if element == "**" && i + 1 != pattern.len() {
+            return Err("`**` may only be the last element".into());
+        }
+        if i > 0
+            && element != "**"
+            && is_glob(element)
+            && let Err(e) = globset::GlobBuilder::new(element)
+                .literal_separator(false)
+                .build()
+        {
+            return Err(format!("argv[{i}] `{element}` is not a valid glob: {e}"));
+        }
+    }
+    Ok(())
+}
+
+// === Preparing a call ===
+
+/// A checked call, ready to spawn.
+struct Plan {
+    argv: Vec<String>,
+    program: PathBuf,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    cpu_seconds: u64,
+    memory_bytes: u64,
+    max_output: usize,
+    redactor: Redactor,
+}
+
+fn prepare(
+    ctx: &ToolContext,
+    settings: &RunCheckSettings,
+    input: &RunCheckInput,
+) -> Result<Plan, GatewayError> {
+    let config = &settings.config;
+    if !config.enabled {
+        return Err(disabled());
+    }
+    match input.rev.as_deref() {
+        None | Some(WORKTREE) => {}
+        Some(other) => {
+            return Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("invalid input for `run_check`: field `ref`: `{other}` is not WORKTREE"),
+                "Commands run on the files in the work tree; leave `ref` out (or give \
+                 \"WORKTREE\"), and check out the revision first if you need another one.",
+            ));
+        }
+    }
+    let cwd = ctx.work_root()?.to_owned();
+    if input.argv.is_empty() {
+        return Err(super::invalid_field(
+            NAME,
+            "argv",
+            "it is empty; give the program and its arguments",
+        ));
+    }
+    if let Some(i) = input.argv.iter().position(|a| a.contains('\0')) {
+        return Err(super::invalid_field(
+            NAME,
+            "argv",
+            format!("argument {i} contains a NUL character"),
+        ));
+    }
+    let timeout = match input.timeout_seconds {
+        None => config.timeout_seconds,
+        Some(0) => {
+            return Err(super::invalid_field(
+                NAME,
+                "timeoutSeconds",
+                "must be at least 1",
+            ));
+        }
+        Some(t) if t > config.timeout_seconds => {
+            return Err(super::invalid_field(
+                NAME,
+                "timeoutSeconds",
+                format!(
+                    "{t} is more than the configured limit of {} seconds",
+                    config.timeout_seconds
+                ),
+            ));
+        }
+        Some(t) => t,
+    };
+    let mut allowed = false;
+    for entry in &config.commands {
+        match matches(&entry.argv, &input.argv) {
+            Ok(true) => {
+                allowed = true;
+                break;
+            }
+            Ok(false) => {}
+            Err(reason) => {
+                return Err(not_allowed(
+                    &input.argv,
+                    &reason,
+                    "Pass paths relative to the repository root.",
+                ));
+            }
+        }
+    }
+    if !allowed {
+        let listed: Vec<String> = config
+            .commands
+            .iter()
+            .map(|c| format!("{:?}", c.argv))
+            .collect();
+        let hint = if listed.is_empty() {
+            "No command is allowed yet: add `[[tools.run_check.commands]]` entries to the config \
+             file."
+                .to_owned()
+        } else {
+            format!(
+                "Allowed: {}. Add a `[[tools.run_check.commands]]` entry to the config file to \
+                 allow more.",
+                listed.join(", ")
+            )
+        };
+        return Err(not_allowed(
+            &input.argv,
+            "it matches no allowlist entry",
+            &hint,
+        ));
+    }
+    let env = scrubbed_env(&config.env_passthrough);
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let program = resolve_program(&input.argv[0], path).ok_or_else(|| {
+        GatewayError::new(
+            codes::TOOL_COMMAND_FAILED,
+            format!("`{}` is not an executable file in PATH", input.argv[0]),
+            format!("Install it, or allowlist it by its absolute path. PATH for commands: {path}"),
+        )
+    })?;
+    let redactor = Redactor::new().with_path(&cwd, "<repo>");
+    Ok(Plan {
+        argv: input.argv.clone(),
+        program,
+        cwd,
+        env,
+        timeout: Duration::from_secs(timeout),
+        cpu_seconds: config.cpu_seconds,
+        memory_bytes: config.memory_mb.saturating_mul(1024 * 1024),
+        max_output: usize::try_from(config.max_output_bytes).unwrap_or(usize::MAX),
+        redactor,
+    })
+}
+
+fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError {
+    GatewayError::new(
+        codes::TOOL_COMMAND_NOT_ALLOWED,
+        format!(
+            "run_check refused {}: {reason}",
+            crate::security::redact::redact(&format!("{argv:?}"))
+        ),
+        remediation,
+    )
+}
+
+/// The environment a command gets (see the module docs).
+fn scrubbed_env(passthrough: &[String]) -> Vec<(String, String)> {
+    let path = std::env::var("PATH")
+        .ok()
+        .map(|p| {
+            p.split(':')
+                .filter(|e| e.starts_with('/'))
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    let mut env = vec![
+        ("PATH".to_owned(), path),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ("TERM".to_owned(), "dumb".to_owned()),
+    ];
+    if let Ok(home) = std::env::var("HOME") {
+        env.push(("HOME".to_owned(), home));
+    }
+    for name in passthrough {
+        if env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.clone(), value));
+        }
+    }
+    env
+}
+
+/// `program` itself when absolute, else the first executable file named so in `path`'s
+/// (absolute) entries.
+fn resolve_program(program: &str, path: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.starts_with('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    if program.contains('/') {
+        return None;
+    }
+    path.split(':')
+        .filter(|dir| dir.starts_with('/'))
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| executable(p))
+}
+
+// === Running ===
+
+/// What a stream reader collected.
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+fn run(plan: Plan, cancel: Option<&AtomicBool>, audit: &Audit) -> Result<ToolOutput, GatewayError> {
+    let started = Instant::now();
+    let mut command = Command::new(&plan.program);
+    command
+        .args(&plan.argv[1..])
+        .env_clear()
+        .envs(plan.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&plan.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let failed = |message: String, audit_reason: &str| {
+        audit.failed(&plan.argv, &plan.cwd, audit_reason);
+        GatewayError::new(
+            codes::TOOL_COMMAND_FAILED,
+            message,
+            "Check that the program exists and can run in the repository.",
+        )
+    };
+    if !limits::SUPPORTED {
+        return Err(failed(
+            "run_check needs resource limits (prlimit), which this system does not offer".into(),
+            "resource limits unsupported",
+        ));
+    }
+    let mut child = command.spawn().map_err(|e| {
+        failed(
+            format!("cannot start `{}`: {e}", plan.argv[0]),
+            "spawn failed",
+        )
+    })?;
+    let pid = child.id();
+    if let Err(e) = limits::apply(pid, plan.cpu_seconds, plan.memory_bytes) {
+        limits::kill_group(pid);
+        let _ = child.wait();
+        return Err(failed(
+            format!("cannot set resource limits on `{}`: {e}", plan.argv[0]),
+            "cannot set limits",
+        ));
+    }
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut streams = Vec::new();
+    for reader in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ] {
+        let captured = Arc::new(Mutex::new(Captured::default()));
+        if let Some(reader) = reader {
+            let sink = Arc::clone(&captured);
+            let done = done_tx.clone();
+            std::thread::spawn(move || {
+                drain(reader, &sink, plan.max_output);
+                let _ = done.send(());
+            });
+        } else {
+            let _ = done_tx.send(());
+        }
+        streams.push(captured);
+    }
+    drop(done_tx);
+
+    // Wait for the command, the deadline or a cancel, without reaping the process: while it is
+    // a zombie its pid (= the group id) cannot be reused, so killing the group is safe.
+    let deadline = started + plan.timeout;
+    let mut pause = Duration::from_millis(1);
+    let (mut timed_out, mut cancelled) = (false, false);
+    loop {
+        if limits::has_exited(pid) {
+            break;
+        }
+        if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+            cancelled = true;
+            break;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    // Whatever is left of the group (all of it on timeout or cancel, background children after
+    // a normal exit) is killed before the leader is reaped.
+    limits::kill_group(pid);
+    let status = child.wait().map_err(|e| {
+        failed(
+            format!("cannot wait for `{}`: {e}", plan.argv[0]),
+            "wait failed",
+        )
+    })?;
+    let duration = started.elapsed();
+    // The pipes close when the last process holding them is gone; one that escaped the group
+    // (setsid) may keep them open: stop waiting after a grace period.
+    let grace_end = Instant::now() + DRAIN_GRACE;
+    let mut drained = true;
+    for _ in 0..2 {
+        if done_rx
+            .recv_timeout(grace_end.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            drained = false;
+            break;
+        }
+    }
+    let take = |c: &Arc<Mutex<Captured>>| {
+        let guard = c.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            String::from_utf8_lossy(&guard.kept).into_owned(),
+            guard.total,
+            guard.total > guard.kept.len() as u64,
+        )
+    };
+    let (stdout, stdout_bytes, stdout_cut) = take(&streams[0]);
+    let (stderr, stderr_bytes, stderr_cut) = take(&streams[1]);
+    let truncated = stdout_cut || stderr_cut || !drained;
+    use std::os::unix::process::ExitStatusExt;
+    let exit_code = status.code();
+    let signal = status.signal();
+    let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    audit.ran(
+        &plan.argv,
+        &plan.cwd,
+        &json!({
+            "exitCode": exit_code,
+            "signal": signal,
+            "durationMs": duration_ms,
+            "timedOut": timed_out,
+            "cancelled": cancelled,
+            "outputBytes": stdout_bytes + stderr_bytes,
+        }),
+    );
+    let redacted_argv: Vec<String> = plan
+        .argv
+        .iter()
+        .map(|a| plan.redactor.redact(a).into_owned())
+        .collect();
+    let mut value = json!({
+        "argv": redacted_argv,
+        "exitCode": exit_code,
+        "timedOut": timed_out,
+        "cancelled": cancelled,
+        "durationMs": duration_ms,
+        "stdout": plan.redactor.redact(&stdout),
+        "stderr": plan.redactor.redact(&stderr),
+        "stdoutBytes": stdout_bytes,
+        "stderrBytes": stderr_bytes,
+        "truncated": truncated,
+    });
+    if let Some(signal) = signal {
+        value["signal"] = json!(signal);
+    }
+    Ok(ToolOutput { value, truncated })
+}
+
+/// Read `reader` to its end, keeping the first `cap` bytes.
+fn drain(mut reader: Box<dyn Read + Send>, sink: &Mutex<Captured>, cap: usize) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut c = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let room = cap.saturating_sub(c.kept.len()).min(n);
+                c.kept.extend_from_slice(&buf[..room]);
+                c.total += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Resource limits and process-group control through `rustix` (safe wrappers of the system
+/// calls).
+#[cfg(target_os = "linux")]
+mod limits {
+    use rustix::process::{
+        Pid, Resource, Rlimit, Signal, WaitId, WaitIdOptions, kill_process_group, prlimit, waitid,
+    };
+
+    /// Whether this system can limit a started process.
+    pub(super) const SUPPORTED: bool = true;
+
+    fn pid_of(pid: u32) -> Option<Pid> {
+        Pid::from_raw(i32::try_from(pid).ok()?)
+    }
+
+    /// `RLIMIT_CPU` (soft `cpu_seconds`, hard one more), `RLIMIT_AS` and `RLIMIT_CORE = 0` on
+    /// the process `pid`. A process that already exited is fine.
+    pub(super) fn apply(pid: u32, cpu_seconds: u64, memory_bytes: u64) -> std::io::Result<()> {
+        let Some(pid) = pid_of(pid) else {
+            return Err(std::io::Error::other("invalid pid"));
+        };
+        let limits = [
+            (
+                Resource::Cpu,
+                Rlimit {
+                    current: Some(cpu_seconds),
+                    maximum: Some(cpu_seconds.saturating_add(1)),
+                },
+            ),
+            (
+                Resource::As,
+                Rlimit {
+                    current: Some(memory_bytes),
+                    maximum: Some(memory_bytes),
+                },
+            ),
+            (
+                Resource::Core,
+                Rlimit {
+                    current: Some(0),
+                    maximum: Some(0),
+                },
+            ),
+        ];
+        for (resource, limit) in limits {
+            match prlimit(Some(pid), resource, limit) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::SRCH) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `pid` (our child) has exited, without reaping it.
+    pub(super) fn has_exited(pid: u32) -> bool {
+        let Some(pid) = pid_of(pid) else {
+            return true;
+        };
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(status) => status.is_some(),
+            Err(rustix::io::Errno::INTR) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// `SIGKILL` to every process of the group `pid` (no error when none is left).
+    pub(super) fn kill_group(pid: u32) {
+        if let Some(pid) = pid_of(pid) {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod limits {
+    pub(super) const SUPPORTED: bool = false;
+    pub(super) fn apply(_: u32, _: u64, _: u64) -> std::io::Result<()> {
+        Err(std::io::Error::other("unsupported"))
+    }
+    pub(super) fn has_exited(_: u32) -> bool {
+        true
+    }
+    pub(super) fn kill_group(_: u32) {}
+}
+
+// === Audit ===
+
+/// Appends one JSON line per call to the audit log. The log is the user's own (mode 0600): it
+/// keeps the absolute working directory, but arguments are redacted of tokens.
+struct Audit {
+    path: PathBuf,
+    cwd: Option<PathBuf>,
+}
+
+impl Audit {
+    fn new(settings: &RunCheckSettings, ctx: &ToolContext) -> Audit {
+        Audit {
+            path: settings.state_dir.join(AUDIT_LOG),
+            cwd: ctx.work_root().ok().map(Path::to_owned),
+        }
+    }
+
+    fn argv(&self, argv: &[String]) -> Vec<String> {
+        argv.iter()
+            .map(|a| crate::security::redact::redact(a).into_owned())
+            .collect()
+    }
+
+    fn refused(&self, argv: &[String], error: &GatewayError) {
+        self.write(json!({
+            "argv": self.argv(argv),
+            "cwd": self.cwd,
+            "outcome": "refused",
+            "code": error.code,
+            "reason": error.message,
+        }));
+    }
+
+    fn failed(&self, argv: &[String], cwd: &Path, reason: &str) {
+        self.write(json!({
+            "argv": self.argv(argv),
+            "cwd": cwd,
+            "outcome": "failed",
+            "reason": reason,
+        }));
+    }
+
+    fn ran(&self, argv: &[String], cwd: &Path, result: &serde_json::Value) {
+        let mut line = json!({
+            "argv": self.argv(argv),
+            "cwd": cwd,
+            "outcome": "ran",
+        });
+        if let (Some(line), Some(result)) = (line.as_object_mut(), result.as_object()) {
+            line.extend(result.clone());
+        }
+        self.write(line);
+    }
+
+    fn write(&self, mut line: serde_json::Value) {
+        let time = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        if let Some(object) = line.as_object_mut() {
+            object.insert("time".into(), json!(time));
+        }
+        if let Err(e) = append_private(&self.path, &line) {
+            tracing::warn!(
+                path = %self.path.display(),
+                "cannot write the run_check audit log: {e}"
+            );
+        }
+    }
+
+    /// Make sure the log can be written before a command runs (no audit, no run).
+    fn ready(&self) -> Result<(), GatewayError> {
+        open_private(&self.path).map(drop).map_err(|e| {
+            GatewayError::new(
+                codes::INTERNAL,
+                format!(
+                    "cannot write the run_check audit log {}: {e}",
+                    self.path.display()
+                ),
+                "Check the permissions of the gateway's state directory.",
+            )
+        })
+    }
+}
+
+/// Append `line` and a newline to `path` (created with mode 0600, its folder 0700).
+fn append_private(path: &Path, line: &serde_json::Value) -> std::io::Result<()> {
+    let mut file = open_private(path)?;
+    let mut text = serde_json::to_string(line).map_err(std::io::Error::other)?;
+    text.push('\n');
+    file.write_all(text.as_bytes())
+}
+
+/// Open `path` for appending, creating it with mode 0600 (and its folder with 0700).
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        crate::security::fs::create_private_dir(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
