@@ -422,6 +422,33 @@ fn the_index_persists_and_reindexes_only_changed_files() {
 }
 
 #[test]
+fn work_tree_edits_are_seen_through_the_stamp_cache() {
+    let fx = fixture();
+    // Old modification times, so the index trusts the files' stamps from the first call on.
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2020-01-01 00:00:00", "src/lib.rs", "app/util.py"])
+        .current_dir(fx.repo.path())
+        .status()
+        .expect("touch runs");
+    assert!(touched.success());
+    let index = fx.open_index();
+    let query = json!({ "query": "renamed_config", "ref": "WORKTREE" });
+    let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("first");
+    assert_eq!(out["symbols"], json!([]));
+    assert_eq!(out["parsedFiles"], 6);
+    let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("warm");
+    assert_eq!(out["parsedFiles"], 0);
+    // New content and modification time: seen.
+    fx.repo.write(
+        "app/util.py",
+        "def renamed_config():\n    return 1\n\n\nparse_config()\n",
+    );
+    let out = call_with(fx.repo.path(), index, query).expect("edited");
+    assert_eq!(out["parsedFiles"], 1);
+    assert_eq!(found(&out), ["definition renamed_config app/util.py:1:5"]);
+}
+
+#[test]
 fn an_unwritable_index_falls_back_to_memory() {
     let fx = fixture();
     // The index's folder would have to be inside a regular file.

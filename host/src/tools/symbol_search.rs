@@ -213,10 +213,20 @@ impl GatewayTool for SymbolSearch {
                 (entries, lookup)
             }
             ToolRevision::Worktree => {
-                let (entries, contents) = files_in_worktree(ctx, &wanted)?;
+                let root = ctx.work_root()?;
+                let hash_kind = ctx.git().object_hash();
+                let (entries, contents) = files_in_worktree(ctx, index, &wanted)?;
                 let loader = || -> index::Loader<'_> {
                     let contents = &contents;
-                    Box::new(move |entry: &FileEntry| contents.get(&entry.oid).cloned())
+                    Box::new(move |entry: &FileEntry| match contents.get(&entry.oid) {
+                        Some(bytes) => Some(bytes.clone()),
+                        // Known by its stamp but not in the index (evicted from memory): read
+                        // it again, and only if it still has that content.
+                        None => std::fs::read(root.join(&*entry.path)).ok().filter(|bytes| {
+                            gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
+                                .is_ok_and(|oid| oid == entry.oid)
+                        }),
+                    })
                 };
                 let lookup = index.lookup(&entries, &loader);
                 (entries, lookup)
@@ -520,9 +530,12 @@ type Contents = HashMap<gix::ObjectId, Vec<u8>>;
 
 /// The supported, wanted files under the work tree not ignored by git's ignore files (`.git`
 /// excluded, links not followed, not over [`MAX_FILE_BYTES`]), by path, keyed by the blob id
-/// of their content; and their contents by id, for parsing the ones not yet indexed.
+/// of their content; and the contents read, by id, for parsing the ones not yet indexed. A file
+/// whose stamp (size, modification time, inode) is unchanged since `index` last hashed it is not
+/// read again.
 fn files_in_worktree(
     ctx: &ToolContext,
+    index: &SymbolIndex,
     wanted: &dyn Fn(&FileEntry) -> bool,
 ) -> Result<(Vec<FileEntry>, Contents), GatewayError> {
     let root = ctx.work_root()?;
@@ -564,12 +577,21 @@ fn files_in_worktree(
         if meta.len() > MAX_FILE_BYTES {
             continue;
         }
+        let stamp = index::Stamp::of(&meta);
+        if let Some(oid) = stamp.and_then(|stamp| index.stamped_id(entry.path(), stamp)) {
+            file.oid = oid;
+            files.push(file);
+            continue;
+        }
         let Ok(bytes) = std::fs::read(entry.path()) else {
             continue;
         };
         let Ok(oid) = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, &bytes) else {
             continue;
         };
+        if let Some(stamp) = stamp {
+            index.remember_id(entry.path().to_owned(), stamp, oid);
+        }
         file.oid = oid;
         contents.insert(oid, bytes);
         files.push(file);

@@ -12,8 +12,11 @@
 //! The file is opened in redb's `MultiWriter` mode, so the daemon and command-line calls share
 //! it. In memory, decoded tags are kept per key, and a commit's list of indexed files per tree
 //! id, so a warm query in a long-running process reads neither redb nor the object database.
-//! Both caches are bounded (cleared when over [`MAX_CACHED_TAGS`] tags or [`MAX_CACHED_TREES`]
-//! trees).
+//! For the work tree, the blob id computed for a file is kept with its [`Stamp`] (size,
+//! modification time, inode), so a warm work tree query stats files instead of reading and
+//! hashing them; files modified within the last two seconds are not trusted by stamp (git's
+//! "racy" files). The caches are bounded (cleared when over [`MAX_CACHED_TAGS`] tags,
+//! [`MAX_CACHED_TREES`] trees or [`MAX_CACHED_STAMPS`] files).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +35,11 @@ pub const FILE_NAME: &str = "symbols.redb";
 pub const MAX_CACHED_TAGS: usize = 4_000_000;
 /// The in-memory tree listing cache is cleared when it would hold more trees than this.
 pub const MAX_CACHED_TREES: usize = 64;
+/// The work tree stamp cache is cleared when it would hold more files than this.
+pub const MAX_CACHED_STAMPS: usize = 1_000_000;
+/// A file modified this recently is not trusted by its stamp (it may change again within the
+/// file system's timestamp granularity: git's "racy" files).
+const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 /// Page cache of the redb file.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Table prefix; the full name ends with the index version.
@@ -107,6 +115,30 @@ pub struct Lookup {
     pub parsed: usize,
 }
 
+/// What a work tree file's metadata said when its blob id was computed: a file whose stamp is
+/// unchanged is not read again to find its id (as git's index does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    modified: std::time::SystemTime,
+    inode: u64,
+}
+
+impl Stamp {
+    /// The stamp of `meta`; `None` when the platform reports no modification time.
+    pub fn of(meta: &std::fs::Metadata) -> Option<Stamp> {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok()?,
+            inode,
+        })
+    }
+}
+
 #[derive(Default)]
 struct BlobCache {
     map: HashMap<Key, Arc<FileTags>>,
@@ -122,6 +154,7 @@ pub struct SymbolIndex {
     path: Option<PathBuf>,
     blobs: Mutex<BlobCache>,
     trees: Mutex<HashMap<gix::ObjectId, Arc<Vec<FileEntry>>>>,
+    stamps: Mutex<HashMap<PathBuf, (Stamp, gix::ObjectId)>>,
 }
 
 impl std::fmt::Debug for SymbolIndex {
@@ -182,6 +215,7 @@ impl SymbolIndex {
             path: Some(path.to_owned()),
             blobs: Mutex::default(),
             trees: Mutex::default(),
+            stamps: Mutex::default(),
         })
     }
 
@@ -193,6 +227,7 @@ impl SymbolIndex {
             path: None,
             blobs: Mutex::default(),
             trees: Mutex::default(),
+            stamps: Mutex::default(),
         }
     }
 
@@ -229,6 +264,28 @@ impl SymbolIndex {
     /// Why the index is memory-only (`None` when persistent).
     pub fn note(&self) -> Option<&str> {
         self.note.as_deref()
+    }
+
+    /// The blob id last computed for the work tree file at `path`, if its stamp is unchanged.
+    pub(crate) fn stamped_id(&self, path: &Path, stamp: Stamp) -> Option<gix::ObjectId> {
+        lock(&self.stamps)
+            .get(path)
+            .filter(|(known, _)| *known == stamp)
+            .map(|(_, oid)| *oid)
+    }
+
+    /// Remember the blob id of the work tree file at `path` with its stamp, unless it was
+    /// modified too recently to trust the stamp.
+    pub(crate) fn remember_id(&self, path: PathBuf, stamp: Stamp, oid: gix::ObjectId) {
+        let settled = stamp.modified.elapsed().is_ok_and(|age| age >= RACY_WINDOW);
+        if !settled {
+            return;
+        }
+        let mut stamps = lock(&self.stamps);
+        if stamps.len() >= MAX_CACHED_STAMPS {
+            stamps.clear();
+        }
+        stamps.insert(path, (stamp, oid));
     }
 
     /// The cached file list of a commit's tree.
