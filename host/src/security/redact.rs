@@ -346,6 +346,8 @@ enum Check {
     UnquotedValue,
     /// The key is not `PWD`/`OLDPWD` (quoted assignments).
     Quoted,
+    /// Not a path such as `Authorization::{…}` (header values).
+    Header,
 }
 
 struct Rule {
@@ -374,7 +376,7 @@ fn rules() -> Vec<Rule> {
         Rule {
             kind: "authorization",
             pattern: r#"(?i-u:(?-u:\b)(?:proxy-)?authorization)["']?[ \t]*[:=][ \t]*["']?(?P<AUTH>(?i-u:bearer|basic|token|digest|negotiate|ntlm|bot|apikey|aws4-hmac-sha256)[ \t]+[^\r\n"']+|[^\s"']{8,})"#,
-            replace: Replace::Group("AUTH", Check::None),
+            replace: Replace::Group("AUTH", Check::Header),
             needs_digit: false,
         },
         Rule {
@@ -649,8 +651,15 @@ impl Pass {
         }
         let ok = match rule.check {
             Check::None | Check::Quoted => true,
+            Check::Header => !secret.starts_with(':'),
             Check::Credential => secret.bytes().any(|b| b.is_ascii_digit()) || secret.len() >= 24,
-            Check::UnquotedValue => unquoted_value_is_data(secret),
+            Check::UnquotedValue => {
+                let colon = rule
+                    .key
+                    .and_then(|g| locs.get(g))
+                    .is_some_and(|(_, key_end)| text[key_end..].starts_with(':'));
+                unquoted_value_is_data(secret, colon)
+            }
         };
         if !ok {
             return None;
@@ -663,13 +672,26 @@ impl Pass {
     }
 }
 
-/// An unquoted assignment value that reads as data: no brackets, parentheses, `;`, `$` or
-/// `&` (code, types, references, shell variables), no trailing `,`, not empty.
-fn unquoted_value_is_data(value: &str) -> bool {
+/// An unquoted assignment value that reads as data: no brackets, parentheses, `;`, `|`, `$`
+/// or `&` (code, types, references, shell variables), no `::` or leading `:` (paths such as
+/// `Token::new`), no trailing `,`, not empty. After a `:` (`key: value`, also Rust and
+/// TypeScript type annotations) a primitive type name or a capitalized word without digits
+/// (`String`, `CancellationToken`) is a type, not a secret.
+fn unquoted_value_is_data(value: &str, after_colon: bool) -> bool {
+    const PRIMITIVES: [&str; 18] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str", "string",
+    ];
+    let type_like = after_colon
+        && (PRIMITIVES.contains(&value)
+            || (value.starts_with(|c: char| c.is_ascii_uppercase())
+                && value.chars().all(|c| c.is_ascii_alphabetic())));
     !value.is_empty()
+        && !type_like
         && !value.ends_with(',')
-        && !value.starts_with(['&', '*', '#'])
-        && !value.contains(['(', ')', '{', '}', '[', ']', '<', '>', ';', '$'])
+        && !value.starts_with(['&', '*', '#', ':'])
+        && !value.contains("::")
+        && !value.contains(['(', ')', '{', '}', '[', ']', '<', '>', ';', '|', '$'])
 }
 
 #[cfg(test)]
@@ -777,7 +799,10 @@ mod tests {
                 "export GITHUB_TOKEN=whatever",
                 "export GITHUB_TOKEN=[REDACTED]",
             ),
-            (&format!("GITHUB_TOKEN={GHP}"), "GITHUB_TOKEN=[REDACTED:github-token]"),
+            (
+                &format!("GITHUB_TOKEN={GHP}"),
+                "GITHUB_TOKEN=[REDACTED:github-token]",
+            ),
             ("db_password: hunter22", "db_password: [REDACTED]"),
             (
                 r#"{"client_secret": "s3cr3t value", "n": 1}"#,
@@ -817,6 +842,13 @@ mod tests {
             "pub token: String,",
             "fn login(user: &str, password: &str) -> Result<Token, Error>",
             "token: Option<Token>,",
+            "const TOKEN_WAKEUP: mio::Token = mio::Token(0);",
+            "let f = move |token: CancellationToken| {",
+            "/// [`CancellationToken::run_until_cancelled`]",
+            "[`drop_guard`]: CancellationToken::drop_guard",
+            "Win32::Security::Authorization::{SetSecurityInfo, SE_KERNEL_OBJECT},",
+            "struct S { token: u64 }",
+            "password: String",
             "if token.is_empty() { return; }",
             "TOKEN=$GITHUB_TOKEN",
             "password=${{ secrets.DB }}",
