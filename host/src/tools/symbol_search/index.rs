@@ -194,7 +194,24 @@ impl SymbolIndex {
             .set_concurrency_mode(ConcurrencyMode::MultiWriter)
             .set_cache_size(CACHE_BYTES);
         let db = builder.create(path).map_err(|e| unavailable(&e))?;
+        // Write (an fsync) only when the tables need it: a warm open only reads.
+        let ready = || -> Result<bool, redb::Error> {
+            let txn = db.begin_read()?;
+            let current = table_name();
+            let mut has_current = false;
+            for table in txn.list_tables()? {
+                if table.name() == current {
+                    has_current = true;
+                } else if table.name().starts_with(TABLE_PREFIX) {
+                    return Ok(false);
+                }
+            }
+            Ok(has_current)
+        };
         let write = || -> Result<(), redb::Error> {
+            if ready()? {
+                return Ok(());
+            }
             let txn = db.begin_write()?;
             let current = table_name();
             let stale: Vec<_> = txn
