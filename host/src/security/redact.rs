@@ -388,14 +388,14 @@ fn rules() -> Vec<Rule> {
         Rule {
             kind: "secret-assignment",
             // `KEY="value"`, `"key": "value"`, `key = 'value'`.
-            pattern: r#"KEYPAT["']?[ \t]*[:=][ \t]*(?:"(?P<QDQ>[^"\r\n]{1,4096})"|'(?P<QSQ>[^'\r\n]{1,4096})')"#,
+            pattern: r#"KEYPAT["']?[ \t]*[:=][ \t]*(?:"(?P<QDQ>[^"\r\n]+)"|'(?P<QSQ>[^'\r\n]+)')"#,
             replace: Replace::Group("QDQ|QSQ", Check::Quoted),
             needs_digit: false,
         },
         Rule {
             kind: "secret-assignment",
             // `KEY=value`, `key: value` (no space before the separator).
-            pattern: r#"KEYPAT[:=][ \t]*(?P<UNQ>[^\s"'`]{1,4096})"#,
+            pattern: r#"KEYPAT[:=][ \t]*(?P<UNQ>[^\s"'`]+)"#,
             replace: Replace::Group("UNQ", Check::UnquotedValue),
             needs_digit: false,
         },
