@@ -33,6 +33,9 @@ use crate::protocol::{
 };
 use crate::review::{self, ReviewOptions, RunControl, new_id};
 use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload_hash};
+use crate::tools::Registry;
+
+mod tool_calls;
 
 /// Protocol version this gateway speaks (draft §14).
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -121,6 +124,8 @@ struct Inner {
     // Invariant: once true, no event is committed any more (shutdown has marked the runs
     // still going `interrupted`); held while committing so the two never interleave.
     halted: Mutex<bool>,
+    tools: Registry,
+    symbols: std::sync::OnceLock<Arc<crate::tools::SymbolIndex>>,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -169,6 +174,8 @@ impl Gateway {
                 gateway_version: gateway_version.to_owned(),
                 accepting: AtomicBool::new(true),
                 halted: Mutex::new(false),
+                tools: Registry::builtin(),
+                symbols: std::sync::OnceLock::new(),
             }),
         };
         gateway.purge()?;
@@ -241,13 +248,15 @@ impl Gateway {
         providers.dedup();
         Capabilities {
             runtime: vec!["review".into(), "cancel".into(), "resume".into()],
-            tools: Vec::new(),
+            tools: self.enabled_tool_names(&config),
             providers,
             rules: RuleCapabilities {
                 custom: true,
                 versioning: true,
             },
-            commands: CommandCapabilities { enabled: false },
+            commands: CommandCapabilities {
+                enabled: config.tools.run_check.enabled,
+            },
             limits: Limits {
                 max_context_tokens: limits.max_context_tokens,
                 max_concurrent_reviews: limits.max_concurrent_reviews,

@@ -10,6 +10,7 @@
 //! absolute paths, no `..`, no NUL or backslash, and no symbolic link that resolves outside the
 //! repository. Every output is capped, with `truncated: true` when a cap was hit.
 
+mod call;
 mod code_search;
 mod file_read;
 mod file_read_diff;
@@ -26,6 +27,10 @@ use serde::de::DeserializeOwned;
 use crate::error::{GatewayError, codes};
 use crate::repo::{Repository, Revision};
 
+pub use call::{
+    INPUT_ARRAY_ITEMS, INPUT_STRING_CHARS, Invocation, OUTPUT_PREVIEW_CHARS, completed_event,
+    input_summary, invoke, output_preview, started_event,
+};
 pub use code_search::CodeSearch;
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
@@ -79,6 +84,9 @@ pub struct ToolContext {
     symbols: Option<std::sync::Arc<SymbolIndex>>,
     run_check: Option<RunCheckSettings>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    // Invariant: knows the repository's absolute path (shown as `<repo>`) besides the
+    // built-in secrets, so tool events and logs never carry it.
+    redactor: crate::security::redact::Redactor,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -117,7 +125,9 @@ impl ToolContext {
             symbols: None,
             run_check: None,
             cancel: None,
+            redactor: crate::security::redact::Redactor::new(),
         };
+        ctx.redactor = repository_redactor(&ctx);
         ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
         Ok(ctx)
     }
@@ -211,6 +221,13 @@ impl ToolContext {
     /// The cancel flag, if given.
     pub fn cancel_flag(&self) -> Option<&std::sync::atomic::AtomicBool> {
         self.cancel.as_deref()
+    }
+
+    /// The redactor for what this context's calls show (tool events, logs, command output):
+    /// the built-in secret formats, the user's home, and the repository's absolute path as
+    /// `<repo>` (draft §10 "Tool Event Redaction", DESIGN §7).
+    pub fn redactor(&self) -> &crate::security::redact::Redactor {
+        &self.redactor
     }
 
     pub(crate) fn git(&self) -> &gix::Repository {
@@ -358,4 +375,14 @@ pub(crate) fn invalid_field(
         format!("invalid input for `{tool}`: field `{field}`: {detail}"),
         "Correct the field and retry.",
     )
+}
+
+/// The redactor of a context: [`crate::security::redact::Redactor::new`] plus the work tree
+/// root (or, for a bare repository, its git dir) as `<repo>`.
+fn repository_redactor(ctx: &ToolContext) -> crate::security::redact::Redactor {
+    let root = ctx
+        .work_root
+        .clone()
+        .unwrap_or_else(|| ctx.repo.git_dir().to_owned());
+    crate::security::redact::Redactor::new().with_path(&root, "<repo>")
 }

@@ -943,3 +943,248 @@ fn a_rotated_token_applies_without_a_restart() {
         (401, "auth.token_invalid")
     );
 }
+
+/// `GET /v1/tools` and `POST /v1/tools/:name` (issue 4): the userscript runs a repository tool
+/// on a mapped project; every refusal is a clear error object with the right status.
+#[test]
+fn tools_over_http() {
+    let d = Daemon::start();
+    let tools = d.authed("GET", "/v1/tools", None);
+    assert_eq!(tools.status, 200, "{}", tools.body);
+    let list = tools.json()["data"].as_array().expect("tool list").clone();
+    let names: Vec<&str> = list.iter().filter_map(|t| t["name"].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    for expected in [
+        "code_search",
+        "file_read",
+        "file_read_diff",
+        "file_search",
+        "git_history",
+        "run_check",
+        "symbol_search",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    for tool in &list {
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        let enabled = tool["name"] != "run_check";
+        assert_eq!(tool["enabled"], enabled, "{tool}");
+    }
+    let caps = d.authed("GET", "/v1/capabilities", None).json();
+    let cap_tools = caps["data"]["tools"].as_array().expect("tools");
+    assert!(cap_tools.iter().any(|t| t == "file_read"));
+    assert!(!cap_tools.iter().any(|t| t == "run_check"), "{caps}");
+    assert_eq!(caps["data"]["commands"]["enabled"], false);
+
+    let call =
+        |tool: &str, body: Value| d.authed("POST", &format!("/v1/tools/{tool}"), Some(&body));
+    let target =
+        |input: Value| json!({ "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "input": input });
+
+    // The mapping's default ref (main = head) unless the request names one.
+    let head = call("file_read", target(json!({ "path": "app.py" })));
+    assert_eq!(head.status, 200, "{}", head.body);
+    let data = &head.json()["data"];
+    assert_eq!(data["tool"], "file_read");
+    assert_eq!(data["ref"], "main");
+    assert!(data["callId"].as_str().unwrap_or("").starts_with("call_"));
+    assert_eq!(
+        data["output"]["text"],
+        "import os\na = eval(x)\nb = eval(y)\n"
+    );
+    assert_eq!(data["output"]["totalLines"], 3);
+    assert_eq!(data["truncated"], false);
+    let mut at_base = target(json!({ "path": "app.py" }));
+    at_base["ref"] = json!(d.base);
+    at_base["requestId"] = json!("req-1");
+    let base = call("file_read", at_base);
+    assert_eq!(base.status, 200, "{}", base.body);
+    assert_eq!(base.json()["requestId"], "req-1");
+    assert_eq!(base.json()["data"]["output"]["text"], "import os\n");
+    let found = call("code_search", target(json!({ "query": "eval(" })));
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(found.json()["data"]["output"]["matchCount"], 2);
+    let log = call("git_history", target(json!({ "action": "log" })));
+    assert_eq!(log.status, 200, "{}", log.body);
+    assert_eq!(
+        log.json()["data"]["output"]["commits"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
+    // Refusals: (tool, body, status, code).
+    let unmapped = json!({ "gitlabOrigin": ORIGIN, "projectPath": "other/project", "input": { "path": "app.py" } });
+    let mut dash_ref = target(json!({ "path": "app.py" }));
+    dash_ref["ref"] = json!("--output=/tmp/x");
+    let mut missing_ref = target(json!({ "path": "app.py" }));
+    missing_ref["ref"] = json!("0123456789abcdef0123456789abcdef01234567");
+    let cases = [
+        ("nope", target(json!({})), 404, "tool.not_found"),
+        ("file_read", unmapped, 404, "repository.not_mapped"),
+        (
+            "file_read",
+            target(json!({ "path": "../etc/passwd" })),
+            400,
+            "tool.path_outside_repository",
+        ),
+        (
+            "file_read",
+            target(json!({ "path": "/etc/passwd" })),
+            400,
+            "tool.path_outside_repository",
+        ),
+        (
+            "file_read",
+            target(json!({ "path": ".git/config" })),
+            400,
+            "tool.path_outside_repository",
+        ),
+        (
+            "file_read",
+            target(json!({ "path": "missing.py" })),
+            404,
+            "tool.path_not_found",
+        ),
+        (
+            "file_read",
+            target(json!({ "path": 7 })),
+            400,
+            "request.invalid",
+        ),
+        (
+            "file_read",
+            target(json!({ "path": "app.py", "bogus": 1 })),
+            400,
+            "request.invalid",
+        ),
+        ("file_read", dash_ref, 400, "request.invalid"),
+        ("file_read", missing_ref, 400, "repository.revision_missing"),
+        ("file_read", json!({ "input": {} }), 400, "request.invalid"),
+        (
+            "run_check",
+            target(json!({ "argv": ["ls"] })),
+            403,
+            "tool.disabled",
+        ),
+    ];
+    for (tool, body, status, code) in cases {
+        let reply = call(tool, body.clone());
+        assert_eq!(reply.status, status, "{tool} {body}: {}", reply.body);
+        assert_eq!(reply.error_code(), code, "{tool} {body}: {}", reply.body);
+        assert!(
+            !reply.body.contains(&d.repo.path().display().to_string()),
+            "a local path leaked: {}",
+            reply.body
+        );
+    }
+    let not_json = d.raw(
+        "POST",
+        "/v1/tools/file_read",
+        &[("Authorization", &format!("Bearer {}", d.token))],
+        None,
+    );
+    assert_eq!(not_json.status, 400, "{}", not_json.body);
+    let anonymous = d.raw(
+        "POST",
+        "/v1/tools/file_read",
+        &[],
+        Some(&target(json!({ "path": "app.py" }))),
+    );
+    assert_eq!(anonymous.status, 401);
+}
+
+/// `run_check` through the daemon once the config enables it: allowlisted commands run in the
+/// repository with redacted output, others are refused, every call is audited, and a client
+/// that goes away mid-command takes the command (and its process group) with it.
+#[test]
+fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
+    let mut d = Daemon::start();
+    let config = d.home.path().join("config/config.toml");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(
+        "\n[tools.run_check]\nenabled = true\ntimeout_seconds = 60\n\n\
+         [[tools.run_check.commands]]\nargv = [\"git\", \"rev-parse\", \"--show-toplevel\"]\n\n\
+         [[tools.run_check.commands]]\nargv = [\"sleep\", \"*\"]\n",
+    );
+    std::fs::write(&config, text).expect("write config");
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    d.restart();
+
+    let caps = d.authed("GET", "/v1/capabilities", None).json();
+    assert_eq!(caps["data"]["commands"]["enabled"], true, "{caps}");
+    assert!(
+        caps["data"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t == "run_check")
+    );
+    let body = |argv: Value| json!({ "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "ref": "WORKTREE", "input": { "argv": argv } });
+    let ok = d.authed(
+        "POST",
+        "/v1/tools/run_check",
+        Some(&body(json!(["git", "rev-parse", "--show-toplevel"]))),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let output = &ok.json()["data"]["output"];
+    assert_eq!(output["exitCode"], 0, "{output}");
+    assert_eq!(
+        output["stdout"], "<repo>\n",
+        "the repository's path is redacted: {output}"
+    );
+    let refused = d.authed(
+        "POST",
+        "/v1/tools/run_check",
+        Some(&body(json!(["rm", "-rf", "."]))),
+    );
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.error_code(), "tool.command_not_allowed");
+
+    // A client that disconnects mid-command: the command is killed, not left running.
+    // Unique to this process, so no other test run's command is mistaken for ours.
+    let marker = format!("41.{}", std::process::id());
+    let mut stream = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    let payload = body(json!(["sleep", marker])).to_string();
+    let request = format!(
+        "POST /v1/tools/run_check HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+        d.port,
+        d.token,
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let running = |want: bool| {
+        for _ in 0..100 {
+            let found = std::fs::read_dir("/proc")
+                .expect("/proc")
+                .filter_map(Result::ok)
+                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+                .any(|c| c.ends_with(format!("sleep\0{marker}\0").as_bytes()));
+            if found == want {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        false
+    };
+    assert!(running(true), "the command started");
+    drop(stream);
+    assert!(running(false), "the command died with its client");
+
+    let audit = std::fs::read_to_string(d.home.path().join("state/audit/run_check.jsonl"))
+        .expect("audit log");
+    let lines: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{audit}");
+    assert_eq!(lines[1]["outcome"], "refused", "{audit}");
+    assert_eq!(lines[2]["cancelled"], true, "{audit}");
+}

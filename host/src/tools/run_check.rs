@@ -395,7 +395,7 @@ fn prepare(
             format!("Install it, or allowlist it by its absolute path. PATH for commands: {path}"),
         )
     })?;
-    let redactor = Redactor::new().with_path(&cwd, "<repo>");
+    let redactor = ctx.redactor().clone();
     Ok(Plan {
         argv: input.argv.clone(),
         program,

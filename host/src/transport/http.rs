@@ -17,6 +17,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -35,6 +36,7 @@ use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, ApiResponse, CancelRequest, ChatRequest, ErrorObject, RepositoryMappingRequest,
+    ToolCallRequest,
 };
 use crate::security::{LiveToken, bearer_token, host_allowed, origin_allowed};
 
@@ -66,6 +68,8 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/capabilities", get(capabilities))
+        .route("/v1/tools", get(list_tools))
+        .route("/v1/tools/{name}", post(call_tool))
         .route("/v1/repository-mappings", post(propose_mapping))
         .route("/v1/chat", post(chat))
         .route("/v1/reviews", post(start_review))
@@ -192,6 +196,44 @@ async fn health(State(state): State<HttpState>) -> Response {
 
 async fn capabilities(State(state): State<HttpState>) -> Response {
     ok(None, state.gateway.capabilities())
+}
+
+async fn list_tools(State(state): State<HttpState>) -> Response {
+    ok(None, state.gateway.tools())
+}
+
+async fn call_tool(
+    State(state): State<HttpState>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection),
+    };
+    let request: ToolCallRequest = match parse(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let request_id = request.request_id.clone();
+    let gateway = state.gateway.clone();
+    // Dropped when the client goes away before the answer: a running command is then killed.
+    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+    let flag = cancel.0.clone();
+    match tokio::task::spawn_blocking(move || gateway.call_tool(&name, request, flag)).await {
+        Ok(Ok(result)) => ok(request_id, result),
+        Ok(Err(e)) => error_response(&e),
+        Err(e) => error_response(&internal(&e.to_string())),
+    }
+}
+
+/// Sets its flag when dropped: a handler future dropped mid-call (client gone) cancels the call.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 async fn propose_mapping(
@@ -390,16 +432,22 @@ pub fn error_response(error: &GatewayError) -> Response {
 pub fn status_for(code: &str) -> StatusCode {
     match code {
         codes::AUTH_TOKEN_MISSING | codes::AUTH_TOKEN_INVALID => StatusCode::UNAUTHORIZED,
-        codes::ORIGIN_NOT_ALLOWED | codes::REQUEST_HOST_NOT_ALLOWED => StatusCode::FORBIDDEN,
-        codes::RUN_NOT_FOUND | codes::REPOSITORY_NOT_MAPPED | codes::REQUEST_NOT_FOUND => {
-            StatusCode::NOT_FOUND
-        }
+        codes::ORIGIN_NOT_ALLOWED
+        | codes::REQUEST_HOST_NOT_ALLOWED
+        | codes::TOOL_DISABLED
+        | codes::TOOL_COMMAND_NOT_ALLOWED => StatusCode::FORBIDDEN,
+        codes::RUN_NOT_FOUND
+        | codes::REPOSITORY_NOT_MAPPED
+        | codes::REQUEST_NOT_FOUND
+        | codes::TOOL_NOT_FOUND
+        | codes::TOOL_PATH_NOT_FOUND => StatusCode::NOT_FOUND,
         codes::REQUEST_ID_CONFLICT => StatusCode::CONFLICT,
         codes::PROVIDER_NOT_CONFIGURED => StatusCode::UNPROCESSABLE_ENTITY,
         codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
         c if c.starts_with("request.")
             || c.starts_with("rules.")
-            || c.starts_with("repository.") =>
+            || c.starts_with("repository.")
+            || c.starts_with("tool.") =>
         {
             StatusCode::BAD_REQUEST
         }

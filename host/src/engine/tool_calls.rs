@@ -1,0 +1,142 @@
+//! Direct tool calls (`POST /v1/tools/:name`, `GET /v1/tools`; draft §10, DESIGN §7): the
+//! userscript runs one repository tool on a mapped repository, outside any run.
+//!
+//! Decisions:
+//! - The target is a mapping (`gitlabOrigin` + `projectPath`), never a local path (DESIGN §6).
+//! - The default revision is the request's `ref`, else the mapping's `defaultRef` (outside a run
+//!   there is no head commit to default to).
+//! - A direct call has no event stream: it is logged (tool name, redacted input summary,
+//!   outcome, duration) instead of emitting `tool.started`/`tool.completed`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::Gateway;
+use crate::config::{Config, Paths};
+use crate::error::{GatewayError, codes};
+use crate::protocol::{ToolCallRequest, ToolCallResult, ToolDescription};
+use crate::review::new_id;
+use crate::tools::{self, GatewayTool, SideEffect, SymbolIndex, ToolContext};
+
+impl Gateway {
+    /// `GET /v1/tools` data: every tool with its description, input JSON Schema, side effect and
+    /// whether this gateway's config lets it run. Sorted by name.
+    pub fn tools(&self) -> Vec<ToolDescription> {
+        let config = self.config();
+        self.inner
+            .tools
+            .tools()
+            .map(|tool| ToolDescription {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                input_schema: tool.input_schema(),
+                side_effect: tool.side_effect().as_str().to_owned(),
+                enabled: enabled(tool, &config),
+            })
+            .collect()
+    }
+
+    /// Names of the tools this gateway's config lets run, sorted (`capabilities.tools`).
+    pub(super) fn enabled_tool_names(&self, config: &Config) -> Vec<String> {
+        self.inner
+            .tools
+            .tools()
+            .filter(|tool| enabled(*tool, config))
+            .map(|tool| tool.name().to_owned())
+            .collect()
+    }
+
+    /// `POST /v1/tools/:name`: run tool `name` on the repository mapped to the request's target.
+    /// Blocking (tools read the object database and files, `run_check` waits for its command);
+    /// transports call it off the async runtime and set `cancel` when the caller goes away,
+    /// which stops a running command (with its process group).
+    ///
+    /// # Errors
+    /// `tool.not_found`; `repository.not_mapped` (no confirmed mapping for the target);
+    /// `repository.not_found` / `repository.revision_missing` for the mapping's repository or
+    /// `ref`; and the tool's own errors (`request.invalid` naming the field,
+    /// `tool.path_outside_repository`, `tool.path_not_found`, `tool.disabled`, …).
+    pub fn call_tool(
+        &self,
+        name: &str,
+        request: ToolCallRequest,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<ToolCallResult, GatewayError> {
+        let tool = self.inner.tools.get(name)?;
+        let config = self.config();
+        let mapping = config
+            .find_mapping(&request.gitlab_origin, &request.project_path)
+            .ok_or_else(|| {
+                GatewayError::new(
+                    codes::REPOSITORY_NOT_MAPPED,
+                    format!(
+                        "No local repository is mapped to this GitLab project ({} {}).",
+                        request.gitlab_origin, request.project_path
+                    ),
+                    // The draft's remediation, verbatim (draft §4).
+                    "Open Gateway settings and add a repository mapping.",
+                )
+            })?;
+        let rev = request
+            .rev
+            .clone()
+            .unwrap_or_else(|| mapping.default_ref.clone());
+        let mut ctx = ToolContext::open(&mapping.local_path, Some(&rev))?
+            .with_symbol_index(self.symbol_index())
+            .with_cancel(cancel);
+        if tool.side_effect() == SideEffect::Command {
+            let paths = Paths::discover()?;
+            ctx = ctx.with_run_check(config.tools.run_check.clone(), paths.state_dir());
+        }
+        let call_id = new_id("call");
+        let call = tools::invoke(tool, &ctx, &call_id, request.input);
+        let done = &call.completed;
+        match call.result {
+            Ok(output) => {
+                tracing::info!(
+                    tool = name,
+                    call_id,
+                    input = %call.started.input,
+                    duration_ms = done.duration_ms,
+                    truncated = output.truncated,
+                    "tool call"
+                );
+                Ok(ToolCallResult {
+                    call_id,
+                    tool: name.to_owned(),
+                    rev,
+                    output: output.value,
+                    truncated: output.truncated,
+                    duration_ms: done.duration_ms.unwrap_or(0),
+                })
+            }
+            Err(error) => {
+                tracing::info!(
+                    tool = name,
+                    call_id,
+                    input = %call.started.input,
+                    duration_ms = done.duration_ms,
+                    code = error.code,
+                    "tool call failed"
+                );
+                Err(error)
+            }
+        }
+    }
+
+    /// The symbol index shared by every call of this process: `<state dir>/symbols.redb`,
+    /// opened on first use (in memory when it cannot be opened, see
+    /// [`SymbolIndex::open_default`]).
+    fn symbol_index(&self) -> Arc<SymbolIndex> {
+        self.inner
+            .symbols
+            .get_or_init(|| Arc::new(SymbolIndex::open_default()))
+            .clone()
+    }
+}
+
+/// Whether `config` lets `tool` run: a tool that runs commands only when `[tools.run_check]`
+/// says `enabled = true` (draft §10: "Disabled by default").
+fn enabled(tool: &dyn GatewayTool, config: &Config) -> bool {
+    tool.side_effect() != SideEffect::Command || config.tools.run_check.enabled
+}
