@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use review_agent_gateway::error::codes;
-use review_agent_gateway::tools::{Registry, SymbolIndex, ToolContext};
+use review_agent_gateway::tools::{IndexStats, Registry, SymbolIndex, ToolContext, index_all};
 use serde_json::{Value, json};
 use support::TestRepo;
 
@@ -383,8 +383,10 @@ fn the_index_persists_and_reindexes_only_changed_files() {
     let query = json!({ "query": "parse_config" });
     let index = fx.open_index();
     let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("first");
-    assert_eq!(out["parsedFiles"], 6);
-    assert_eq!(out["indexedFiles"], 6);
+    // Only the two files holding the name are parsed (the prefilter); the others stay unknown.
+    assert_eq!(out["parsedFiles"], 2);
+    assert_eq!(out["indexedFiles"], 2);
+    assert_eq!(out["unindexedFiles"], 4);
     // The same handle: nothing parsed.
     let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("again");
     assert_eq!(out["parsedFiles"], 0);
@@ -432,7 +434,8 @@ fn work_tree_edits_are_seen_through_the_stamp_cache() {
         .expect("touch runs");
     assert!(touched.success());
     let index = fx.open_index();
-    let query = json!({ "query": "renamed_config", "ref": "WORKTREE" });
+    // Fuzzy: no prefilter, every file is parsed.
+    let query = json!({ "query": "renamed_config", "match": "fuzzy", "ref": "WORKTREE" });
     let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("first");
     assert_eq!(out["symbols"], json!([]));
     assert_eq!(out["parsedFiles"], 6);
@@ -466,7 +469,7 @@ fn an_unwritable_index_falls_back_to_memory() {
     assert_eq!(out["index"], "memory");
     assert!(out["indexNote"].as_str().is_some_and(|n| !n.is_empty()));
     assert_eq!(out["symbols"].as_array().expect("symbols").len(), 4);
-    assert_eq!(out["parsedFiles"], 6);
+    assert_eq!(out["parsedFiles"], 2);
     // Memory still caches within the process.
     let out = call_with(fx.repo.path(), index, json!({ "query": "parse_config" })).expect("again");
     assert_eq!(out["parsedFiles"], 0);
@@ -587,10 +590,215 @@ fn the_tool_command_keeps_its_index_in_the_state_dir() {
             "reference ParseConfig go/main.go:6:2"
         ]
     );
-    assert_eq!(first["parsedFiles"], 6);
+    // Only go/main.go holds `ParseConfig` (exact matching is case-sensitive); the other files
+    // stay unindexed, in this call and the next.
+    assert_eq!(first["parsedFiles"], 1);
+    assert_eq!(first["unindexedFiles"], 5);
     assert_eq!(first["index"], "persistent");
     assert!(fx.home.path().join("state").join("symbols.redb").is_file());
     let second = run();
     assert_eq!(second["parsedFiles"], 0);
+    assert_eq!(second["unindexedFiles"], 5);
     assert_eq!(second["symbols"], first["symbols"]);
+}
+
+/// `index_all` at `rev` with `index`.
+fn complete(repo: &Path, index: Arc<SymbolIndex>, rev: Option<&str>) -> IndexStats {
+    let ctx = ToolContext::open(repo, None)
+        .expect("context")
+        .with_symbol_index(index);
+    index_all(&ctx, rev).expect("index_all")
+}
+
+#[test]
+fn a_cold_exact_query_parses_only_the_files_holding_the_name() {
+    let fx = fixture();
+    let cold = fx.call(json!({ "query": "parse_config" })).expect("cold");
+    // src/lib.rs and app/util.py hold `parse_config`; the JS, TS, Go and Java files do not.
+    assert_eq!(cold["parsedFiles"], 2);
+    assert_eq!(cold["indexedFiles"], 2);
+    assert_eq!(cold["unindexedFiles"], 4);
+    // The same answer as from a complete index.
+    let home = tempfile::tempdir().expect("temp dir");
+    let full = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    let stats = complete(fx.repo.path(), full.clone(), None);
+    assert_eq!(stats.files, 6);
+    assert_eq!(stats.parsed, 6);
+    let warm = call_with(fx.repo.path(), full, json!({ "query": "parse_config" })).expect("warm");
+    assert_eq!(warm["parsedFiles"], 0);
+    assert_eq!(warm["unindexedFiles"], 0);
+    assert_eq!(warm["indexedFiles"], 6);
+    assert_eq!(warm["symbols"], cold["symbols"]);
+    assert_eq!(warm["matchCount"], cold["matchCount"]);
+    // A name in no file: nothing parsed, nothing found.
+    let out = fx.call(json!({ "query": "absent_name" })).expect("absent");
+    assert_eq!(out["parsedFiles"], 0);
+    assert_eq!(out["symbols"], json!([]));
+}
+
+#[test]
+fn a_later_query_parses_the_files_an_earlier_one_skipped() {
+    let fx = fixture();
+    let out = fx.call(json!({ "query": "parse_config" })).expect("first");
+    assert_eq!(out["unindexedFiles"], 4);
+    // go/main.go was skipped by the first query (it has `ParseConfig`): now parsed, and found.
+    let out = fx.call(json!({ "query": "ParseConfig" })).expect("second");
+    assert_eq!(out["parsedFiles"], 1);
+    assert_eq!(out["unindexedFiles"], 3);
+    assert_eq!(
+        found(&out),
+        [
+            "definition ParseConfig go/main.go:3:6",
+            "reference ParseConfig go/main.go:6:2"
+        ]
+    );
+    // A case-insensitive prefix prefilters case-insensitively: the JS and Java files hold
+    // `parseConfig`; web/main.ts holds no `parse` in any case.
+    let out = fx
+        .call(json!({ "query": "parse", "match": "prefix", "role": "definition" }))
+        .expect("prefix");
+    assert_eq!(out["parsedFiles"], 2);
+    assert_eq!(out["unindexedFiles"], 1);
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 5);
+    // A case-sensitive prefix: only files holding `Sha` exactly.
+    let out = fx
+        .call(json!({ "query": "Sha", "match": "prefix" }))
+        .expect("case-sensitive prefix");
+    assert_eq!(out["parsedFiles"], 1);
+    assert_eq!(out["unindexedFiles"], 0);
+    assert_eq!(
+        found(&out),
+        [
+            "definition Shape web/main.ts:1:11",
+            "reference Shape web/main.ts:4:20"
+        ]
+    );
+}
+
+#[test]
+fn a_case_insensitive_prefix_finds_names_lowercasing_to_ascii() {
+    // U+212A KELVIN SIGN lower-cases to `k`: `\u{212A}elvin_scale` starts with `kelvin`
+    // without the file holding `kelvin` in any ASCII case.
+    let mut repo = TestRepo::new();
+    repo.write("src/lib.rs", "fn \u{212A}elvin_scale() {}\n");
+    repo.write("src/other.rs", "fn unrelated() {}\n");
+    repo.commit("base");
+    let home = tempfile::tempdir().expect("temp dir");
+    let index = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    let out = call_with(
+        repo.path(),
+        index,
+        json!({ "query": "kelvin", "match": "prefix" }),
+    )
+    .expect("prefix");
+    assert_eq!(out["parsedFiles"], 1);
+    assert_eq!(out["unindexedFiles"], 1);
+    assert_eq!(
+        found(&out),
+        ["definition \u{212A}elvin_scale src/lib.rs:1:4"]
+    );
+}
+
+#[test]
+fn index_all_completes_the_index_for_commits_and_the_work_tree() {
+    let fx = fixture();
+    let index = fx.open_index();
+    let out = call_with(
+        fx.repo.path(),
+        index.clone(),
+        json!({ "query": "parse_config" }),
+    )
+    .expect("prefiltered");
+    assert_eq!(out["unindexedFiles"], 4);
+    let stats = complete(fx.repo.path(), index.clone(), None);
+    assert_eq!(stats.files, 6);
+    assert_eq!(stats.parsed, 4);
+    assert_eq!(stats.mode.as_str(), "persistent");
+    // Complete: nothing more to parse, nothing unindexed, for any name and another process.
+    assert_eq!(complete(fx.repo.path(), index.clone(), None).parsed, 0);
+    for query in ["Shape", "run", "nothing_is_called_this"] {
+        let out = fx.call(json!({ "query": query })).expect(query);
+        assert_eq!(out["parsedFiles"], 0, "{query}");
+        assert_eq!(out["unindexedFiles"], 0, "{query}");
+        assert_eq!(out["indexedFiles"], 6, "{query}");
+    }
+    let out = fx.call(json!({ "query": "run" })).expect("run");
+    assert_eq!(found(&out), ["definition run java/App.java:2:8"]);
+    // The work tree shares the blobs; a new file there is what is left.
+    fx.repo.write("src/extra.rs", "fn extra_name() {}\n");
+    let stats = complete(fx.repo.path(), index.clone(), Some("WORKTREE"));
+    assert_eq!((stats.files, stats.parsed), (7, 1));
+    let out = call_with(
+        fx.repo.path(),
+        index.clone(),
+        json!({ "query": "extra_name", "ref": "WORKTREE" }),
+    )
+    .expect("worktree");
+    assert_eq!(out["parsedFiles"], 0);
+    assert_eq!(out["unindexedFiles"], 0);
+    assert_eq!(found(&out), ["definition extra_name src/extra.rs:1:4"]);
+    // Bad revisions are refused as symbol_search refuses them.
+    let ctx = ToolContext::open(fx.repo.path(), None)
+        .expect("context")
+        .with_symbol_index(index);
+    let err = index_all(&ctx, Some("no-such-branch")).expect_err("missing revision");
+    assert_eq!(err.code, codes::REPOSITORY_REVISION_MISSING);
+    let err = index_all(&ctx, Some("-x")).expect_err("option-like revision");
+    assert_eq!(err.code, codes::REQUEST_INVALID);
+}
+
+#[test]
+fn a_work_tree_query_rereads_files_a_prefilter_skipped() {
+    let fx = fixture();
+    // Old modification times: the stamps are trusted, so a second call does not read the
+    // files to find their ids, and must read the skipped ones again to parse them.
+    let touched = std::process::Command::new("touch")
+        .args([
+            "-d",
+            "2020-01-01 00:00:00",
+            "web/app.js",
+            "go/main.go",
+            "src/lib.rs",
+        ])
+        .current_dir(fx.repo.path())
+        .status()
+        .expect("touch runs");
+    assert!(touched.success());
+    let index = fx.open_index();
+    let ask = |query: &str| {
+        call_with(
+            fx.repo.path(),
+            index.clone(),
+            json!({ "query": query, "ref": "WORKTREE" }),
+        )
+        .expect(query)
+    };
+    let out = ask("parse_config");
+    assert_eq!(
+        (out["parsedFiles"].as_u64(), out["unindexedFiles"].as_u64()),
+        (Some(2), Some(4))
+    );
+    let out = ask("parseConfig");
+    assert_eq!(out["parsedFiles"], 2);
+    assert_eq!(
+        found(&out),
+        [
+            "definition parseConfig java/App.java:5:8",
+            "definition parseConfig web/app.js:1:10",
+            "reference parseConfig java/App.java:3:5",
+            "reference parseConfig web/app.js:4:1",
+        ]
+    );
+}
+
+#[test]
+fn fuzzy_parses_everything_cold() {
+    let fx = fixture();
+    let out = fx
+        .call(json!({ "query": "pcfg", "match": "fuzzy", "role": "definition" }))
+        .expect("fuzzy");
+    assert_eq!(out["parsedFiles"], 6);
+    assert_eq!(out["unindexedFiles"], 0);
+    assert_eq!(out["indexedFiles"], 6);
+    assert_eq!(out["symbols"].as_array().expect("symbols").len(), 5);
 }

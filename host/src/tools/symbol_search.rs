@@ -8,6 +8,21 @@
 //! `<state dir>/symbols.redb` itself (`REVIEW_AGENT_GATEWAY_HOME` relocates it), falling back to
 //! memory when it cannot (`"index": "memory"` and an `indexNote` in the output).
 //!
+//! **Cold queries.** An `exact` or `prefix` query does not parse every file the index lacks:
+//! a tag's name is a slice of its file, so a file can only hold a match if its bytes contain
+//! the query (ASCII-case-insensitively for a case-insensitive prefix, see
+//! `Request::prefilter`). Unindexed files are read (on up to `available_parallelism` threads)
+//! and searched for the query with `aho-corasick`; only those containing it are parsed and
+//! stored. The others stay unindexed — their tags are unknown, not recorded as empty — so a
+//! later query for another name searches them again. The answer is still complete (a skipped
+//! file cannot match); the output says how complete the index is: `indexedFiles` (files in
+//! scope whose tags were searched), `unindexedFiles` (files in scope skipped by the
+//! prefilter: the index lacks their tags) and `parsedFiles` (distinct blobs parsed by this
+//! call). `fuzzy` queries (a subsequence cannot be prefiltered cheaply), and case-insensitive
+//! prefixes with a non-ASCII letter, parse every unindexed file. [`index_all`] completes the
+//! index of a revision: the daemon runs it in the background after a query; the `tool`
+//! command does not (it answers and exits), so there the index completes over later queries.
+//!
 //! **Revision.** At a commit, the files are the blobs of its tree (no symbolic links, no
 //! submodules) with a supported extension. In the work tree, the files are those the `ignore`
 //! crate walks (`.gitignore` honoured, links not followed), keyed by the blob id of their
@@ -165,7 +180,9 @@ impl GatewayTool for SymbolSearch {
          the work tree (`ref: \"WORKTREE\"`). Answers symbols with name, role, kind, language, \
          path, 1-based line/column, endLine and the line's text; exact matches first, then \
          definitions before references; at most `maxResults` (default 100), `truncated: true` \
-         when more matched. The index is kept per file content, so repeated queries are fast."
+         when more matched. The index is kept per file content, so repeated queries are fast; \
+         a cold exact or prefix query parses only the files containing the query \
+         (`unindexedFiles` counts the files skipped, which cannot match)."
     }
 
     fn input_schema(&self) -> serde_json::Value {
@@ -200,38 +217,12 @@ impl GatewayTool for SymbolSearch {
                 .is_none_or(|l| l.as_str() == entry.lang.name())
                 && globs.as_ref().is_none_or(|g| g.is_match(&*entry.path))
         };
-        let (entries, lookup) = match &rev {
-            ToolRevision::Commit(revision) => {
-                let all = files_at_commit(ctx, index, revision.id)?;
-                let entries: Vec<FileEntry> = all.iter().filter(|e| wanted(e)).cloned().collect();
-                let repo = ctx.git().clone().into_sync();
-                let loader = || -> index::Loader<'_> {
-                    let repo = repo.to_thread_local();
-                    Box::new(move |entry: &FileEntry| read_blob(&repo, entry.oid))
-                };
-                let lookup = index.lookup(&entries, &loader);
-                (entries, lookup)
-            }
-            ToolRevision::Worktree => {
-                let root = ctx.work_root()?;
-                let hash_kind = ctx.git().object_hash();
-                let (entries, contents) = files_in_worktree(ctx, index, &wanted)?;
-                let loader = || -> index::Loader<'_> {
-                    let contents = &contents;
-                    Box::new(move |entry: &FileEntry| match contents.get(&entry.oid) {
-                        Some(bytes) => Some(bytes.clone()),
-                        // Known by its stamp but not in the index (evicted from memory): read
-                        // it again, and only if it still has that content.
-                        None => std::fs::read(root.join(&*entry.path)).ok().filter(|bytes| {
-                            gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
-                                .is_ok_and(|oid| oid == entry.oid)
-                        }),
-                    })
-                };
-                let lookup = index.lookup(&entries, &loader);
-                (entries, lookup)
-            }
-        };
+        let prefilter = request.prefilter();
+        let accepts = |bytes: &[u8]| prefilter.as_ref().is_none_or(|p| p.is_match(bytes));
+        let filter = prefilter
+            .is_some()
+            .then_some(&accepts as &index::Filter<'_>);
+        let (entries, lookup) = snapshot_tags(ctx, index, &rev, &wanted, filter)?;
 
         let mut hits = request.collect(&entries, &lookup.tags);
         hits.sort_unstable_by(|a, b| {
@@ -268,7 +259,8 @@ impl GatewayTool for SymbolSearch {
         let mut value = json!({
             "symbols": symbols,
             "matchCount": match_count,
-            "indexedFiles": entries.len(),
+            "indexedFiles": entries.len() - lookup.unindexed,
+            "unindexedFiles": lookup.unindexed,
             "parsedFiles": lookup.parsed,
             "index": index.mode().as_str(),
             "truncated": truncated,
@@ -278,6 +270,95 @@ impl GatewayTool for SymbolSearch {
         }
         Ok(ToolOutput { value, truncated })
     }
+}
+
+/// What [`index_all`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Supported files at the revision (every language and path), as `symbol_search` counts
+    /// them.
+    pub files: usize,
+    /// Distinct blobs parsed and stored by this call; 0 when the index already had them all.
+    pub parsed: usize,
+    /// Where the tags are kept (memory when the index file could not be opened).
+    pub mode: IndexMode,
+}
+
+/// Completes the symbol index for a revision: parses and stores the tags of every supported
+/// file at `rev` (a commit, branch or tag, `WORKTREE`, or `None` for the run's head, as
+/// `symbol_search`'s `ref`) that is not indexed yet, so that later `symbol_search` calls at
+/// that revision parse nothing and answer `unindexedFiles: 0`. Uses the context's index
+/// ([`ToolContext::with_symbol_index`]), else opens the user's index as `symbol_search` does.
+/// Meant to run off the critical path (e.g. on a blocking thread of the daemon after a
+/// `symbol_search` call whose prefilter left files unindexed); parsing runs on up to
+/// `available_parallelism` threads. Costs about one cold fuzzy query on a cold index, and
+/// reading the tree (and, for the work tree, statting the files) when it is complete.
+///
+/// # Errors
+/// The errors of [`ToolContext::revision`] (`request.invalid` for a malformed `rev` or
+/// `WORKTREE` in a bare repository, `repository.revision_missing`), and a repository read
+/// error when the revision's tree cannot be read. Unreadable files are indexed as having no
+/// symbols; a failure to write the index file only loses the stored tags.
+pub fn index_all(ctx: &ToolContext, rev: Option<&str>) -> Result<IndexStats, GatewayError> {
+    let rev = ctx.revision(rev)?;
+    let opened;
+    let index: &SymbolIndex = match ctx.symbol_index() {
+        Some(index) => index,
+        None => {
+            opened = SymbolIndex::open_default();
+            &opened
+        }
+    };
+    let (entries, lookup) = snapshot_tags(ctx, index, &rev, &|_| true, None)?;
+    Ok(IndexStats {
+        files: entries.len(),
+        parsed: lookup.parsed,
+        mode: index.mode(),
+    })
+}
+
+/// The wanted files of `rev` and their tags from `index` (parsing those `filter` accepts, all
+/// without one, among the unindexed ones).
+fn snapshot_tags(
+    ctx: &ToolContext,
+    index: &SymbolIndex,
+    rev: &ToolRevision,
+    wanted: &dyn Fn(&FileEntry) -> bool,
+    filter: Option<&index::Filter<'_>>,
+) -> Result<(Vec<FileEntry>, index::Lookup), GatewayError> {
+    Ok(match rev {
+        ToolRevision::Commit(revision) => {
+            let all = files_at_commit(ctx, index, revision.id)?;
+            let entries: Vec<FileEntry> = all.iter().filter(|e| wanted(e)).cloned().collect();
+            let repo = ctx.git().clone().into_sync();
+            let loader = || -> index::Loader<'_> {
+                let repo = repo.to_thread_local();
+                Box::new(move |entry: &FileEntry| read_blob(&repo, entry.oid))
+            };
+            let lookup = index.lookup(&entries, &loader, filter);
+            (entries, lookup)
+        }
+        ToolRevision::Worktree => {
+            let root = ctx.work_root()?;
+            let hash_kind = ctx.git().object_hash();
+            let (entries, contents) = files_in_worktree(ctx, index, wanted)?;
+            let loader = || -> index::Loader<'_> {
+                let contents = &contents;
+                Box::new(move |entry: &FileEntry| match contents.get(&entry.oid) {
+                    Some(bytes) => Some(bytes.clone()),
+                    // Known by its stamp but not in the index (evicted from memory, or left
+                    // unindexed by a prefilter): read it again, and only if it still has that
+                    // content.
+                    None => std::fs::read(root.join(&*entry.path)).ok().filter(|bytes| {
+                        gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
+                            .is_ok_and(|oid| oid == entry.oid)
+                    }),
+                })
+            };
+            let lookup = index.lookup(&entries, &loader, filter);
+            (entries, lookup)
+        }
+    })
 }
 
 // === matching ===
@@ -352,6 +433,38 @@ impl Request {
             max_results,
             folded,
         })
+    }
+
+    /// A substring search that every file holding a match contains, for skipping unindexed
+    /// files without parsing them; `None` when there is none cheap (`fuzzy`, or a
+    /// case-insensitive prefix with a non-ASCII letter).
+    ///
+    /// A tag's name is a slice of its file's bytes. So for `exact` (and a case-sensitive
+    /// `prefix`) a matching file contains the query. For a case-insensitive prefix (an ASCII
+    /// query, lower-cased), the name's first characters lower-case to the query: each is the
+    /// query's letter in either ASCII case, or one of the two non-ASCII characters whose
+    /// lower case is ASCII (U+212A KELVIN SIGN to `k`, U+0130 to `i` and a combining dot), so
+    /// the file contains the query ASCII-case-insensitively or one of those characters.
+    fn prefilter(&self) -> Option<aho_corasick::AhoCorasick> {
+        let (patterns, fold) = match (self.mode, &self.folded) {
+            (MatchMode::Fuzzy, _) => return None,
+            (MatchMode::Exact, _) | (MatchMode::Prefix, None) => (vec![self.query.clone()], false),
+            (MatchMode::Prefix, Some(folded)) if folded.is_ascii() => {
+                let mut patterns = vec![folded.clone()];
+                if folded.contains('k') {
+                    patterns.push("\u{212A}".to_owned());
+                }
+                if folded.contains('i') {
+                    patterns.push("\u{130}".to_owned());
+                }
+                (patterns, true)
+            }
+            (MatchMode::Prefix, Some(_)) => return None,
+        };
+        aho_corasick::AhoCorasick::builder()
+            .ascii_case_insensitive(fold)
+            .build(patterns)
+            .ok()
     }
 
     /// Every tag of `files` that passes the role and kind filters and matches the query.

@@ -9,6 +9,10 @@
 //! gix's blob hashing of the file's bytes, so an uncommitted copy of a committed file is
 //! already indexed.
 //!
+//! A lookup may be given a filter on file bytes (`symbol_search`'s prefilter): files the
+//! filter refuses are not parsed and not stored, and stay unindexed (their tags unknown) until
+//! a lookup whose filter accepts them, or one without a filter, parses them.
+//!
 //! The file is opened in redb's `MultiWriter` mode, so the daemon and command-line calls share
 //! it. In memory, decoded tags are kept per key, and a commit's list of indexed files per tree
 //! id, so a warm query in a long-running process reads neither redb nor the object database.
@@ -87,6 +91,10 @@ impl Key {
 /// Reads an entry's bytes for parsing, one per parsing thread (see [`SymbolIndex::lookup`]).
 pub(crate) type Loader<'a> = Box<dyn FnMut(&FileEntry) -> Option<Vec<u8>> + 'a>;
 
+/// Says from a file's bytes whether it may hold a wanted tag; a file it refuses is not parsed
+/// (see [`SymbolIndex::lookup`]).
+pub(crate) type Filter<'a> = dyn Fn(&[u8]) -> bool + Sync + 'a;
+
 /// Where an index keeps its tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexMode {
@@ -106,13 +114,17 @@ impl IndexMode {
     }
 }
 
-/// The tags of a snapshot's files, in the order asked, and how many were parsed to get them.
+/// The tags of a snapshot's files, in the order asked, how many were parsed to get them and
+/// how many are still unknown.
 #[derive(Debug)]
 pub struct Lookup {
-    /// The tags of each entry asked for, in order.
+    /// The tags of each entry asked for, in order; empty for an unindexed entry.
     pub tags: Vec<Arc<FileTags>>,
-    /// Files parsed by this call (not found in memory or in the file).
+    /// Distinct blobs parsed by this call (not found in memory or in the file).
     pub parsed: usize,
+    /// Entries whose tags are unknown: not indexed before, and their bytes were refused by the
+    /// lookup's filter, so they were not parsed.
+    pub unindexed: usize,
 }
 
 /// What a work tree file's metadata said when its blob id was computed: a file whose stamp is
@@ -322,11 +334,19 @@ impl SymbolIndex {
     /// The tags of `entries`, from memory, then the file, then by parsing what neither has.
     /// `loader` is called once per parsing thread and answers a function reading an entry's
     /// bytes (`None` when unreadable or over
-    /// [`MAX_FILE_BYTES`](super::languages::MAX_FILE_BYTES): indexed as no symbols). Parsing
-    /// runs on up to `available_parallelism` threads; what was parsed is written in one
-    /// transaction. A failure to read or write the file only costs speed (tags are parsed, or
-    /// not stored), never the answer.
-    pub(crate) fn lookup<'a, F>(&self, entries: &[FileEntry], loader: &F) -> Lookup
+    /// [`MAX_FILE_BYTES`](super::languages::MAX_FILE_BYTES): indexed as no symbols). With a
+    /// `filter`, a file not yet indexed is parsed only when the filter accepts its bytes; the
+    /// others stay unindexed (their tags unknown: not stored, empty in the answer, counted in
+    /// [`Lookup::unindexed`]). Reading, filtering and parsing run on up to
+    /// `available_parallelism` threads; what was parsed is written in one transaction. A
+    /// failure to read or write the file only costs speed (tags are parsed, or not stored),
+    /// never the answer.
+    pub(crate) fn lookup<'a, F>(
+        &self,
+        entries: &[FileEntry],
+        loader: &F,
+        filter: Option<&Filter<'_>>,
+    ) -> Lookup
     where
         F: Fn() -> Loader<'a> + Sync,
     {
@@ -351,23 +371,28 @@ impl SymbolIndex {
                 missing.push(i);
             }
         }
-        let parsed = parse_all(entries, &missing, loader);
+        let results = parse_all(entries, &missing, loader, filter);
+        let parsed_count = results.iter().filter(|r| r.is_some()).count();
         if let Some(db) = &self.db
-            && !parsed.is_empty()
+            && parsed_count > 0
         {
-            let _ = write_file(db, entries, &missing, &parsed);
+            let _ = write_file(db, entries, &missing, &results);
         }
-        let parsed_count = missing.len();
-        let parsed: Vec<Arc<FileTags>> = parsed.into_iter().map(|(t, _)| Arc::new(t)).collect();
+        let parsed: Vec<Option<Arc<FileTags>>> = results
+            .into_iter()
+            .map(|r| r.map(|(t, _)| Arc::new(t)))
+            .collect();
         let mut new_entries = from_file;
         for (&i, file_tags) in missing.iter().zip(&parsed) {
-            new_entries.push((entries[i].key(), file_tags.clone()));
+            if let Some(file_tags) = file_tags {
+                new_entries.push((entries[i].key(), file_tags.clone()));
+            }
         }
         for (entry, slot) in entries.iter().zip(tags.iter_mut()) {
             if slot.is_none()
                 && let Some(&at) = first_of.get(&entry.key())
             {
-                *slot = Some(parsed[at].clone());
+                slot.clone_from(&parsed[at]);
             }
         }
         if !new_entries.is_empty() {
@@ -383,9 +408,11 @@ impl SymbolIndex {
                 }
             }
         }
+        let unindexed = tags.iter().filter(|t| t.is_none()).count();
         Lookup {
             tags: tags.into_iter().map(Option::unwrap_or_default).collect(),
             parsed: parsed_count,
+            unindexed,
         }
     }
 
@@ -421,19 +448,33 @@ impl SymbolIndex {
     }
 }
 
-/// Parse `entries[missing[..]]` on up to `available_parallelism` threads; answers each file's
-/// tags and their encoding, in the order of `missing`.
+/// One file's tags and their encoding; `None` when the filter refused its bytes.
+type Parsed = Option<(FileTags, Vec<u8>)>;
+
+/// Parse `entries[missing[..]]` (those `filter` accepts, all without one) on up to
+/// `available_parallelism` threads; answers each file's tags and their encoding, in the order
+/// of `missing`.
 fn parse_all<'a, F>(
     entries: &[FileEntry],
     missing: &[usize],
     loader: &F,
-) -> Vec<(FileTags, Vec<u8>)>
+    filter: Option<&Filter<'_>>,
+) -> Vec<Parsed>
 where
     F: Fn() -> Loader<'a> + Sync,
 {
     if missing.is_empty() {
         return Vec::new();
     }
+    let one = |load: &mut Loader<'a>, context: &mut TagsContext, entry: &FileEntry| -> Parsed {
+        let file_tags = match load(entry) {
+            Some(bytes) if filter.is_some_and(|f| !f(&bytes)) => return None,
+            Some(bytes) => extract(context, entry.lang, &bytes),
+            None => FileTags::default(),
+        };
+        let encoded = postcard::to_allocvec(&file_tags).unwrap_or_default();
+        Some((file_tags, encoded))
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(missing.len().div_ceil(4))
@@ -446,17 +487,11 @@ where
         loop {
             let at = next.fetch_add(1, Ordering::Relaxed);
             let Some(&i) = missing.get(at) else { break };
-            let entry = &entries[i];
-            let file_tags = match load(entry) {
-                Some(bytes) => extract(&mut context, entry.lang, &bytes),
-                None => FileTags::default(),
-            };
-            let encoded = postcard::to_allocvec(&file_tags).unwrap_or_default();
-            done.push((at, file_tags, encoded));
+            done.push((at, one(&mut load, &mut context, &entries[i])));
         }
         done
     };
-    let mut results: Vec<(usize, FileTags, Vec<u8>)> = if threads == 1 {
+    let mut results: Vec<(usize, Parsed)> = if threads == 1 {
         work(0)
     } else {
         std::thread::scope(|scope| {
@@ -475,17 +510,13 @@ where
     let mut context = None;
     for (at, &i) in missing.iter().enumerate() {
         if results.peek().is_some_and(|r| r.0 == at) {
-            let (_, tags, encoded) = results.next().expect("peeked");
-            out.push((tags, encoded));
+            let (_, parsed) = results.next().expect("peeked");
+            out.push(parsed);
             continue;
         }
         let load = load.get_or_insert_with(loader);
         let context = context.get_or_insert_with(TagsContext::new);
-        let tags = load(&entries[i])
-            .map(|bytes| extract(context, entries[i].lang, &bytes))
-            .unwrap_or_default();
-        let encoded = postcard::to_allocvec(&tags).unwrap_or_default();
-        out.push((tags, encoded));
+        out.push(one(load, context, &entries[i]));
     }
     out
 }
@@ -495,13 +526,14 @@ fn write_file(
     db: &Database,
     entries: &[FileEntry],
     missing: &[usize],
-    parsed: &[(FileTags, Vec<u8>)],
+    parsed: &[Parsed],
 ) -> Result<(), redb::Error> {
     let txn = db.begin_write()?;
     {
         let name = table_name();
         let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name))?;
-        for (&i, (_, encoded)) in missing.iter().zip(parsed) {
+        for (&i, parsed) in missing.iter().zip(parsed) {
+            let Some((_, encoded)) = parsed else { continue };
             if encoded.is_empty() {
                 continue;
             }
