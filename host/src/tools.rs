@@ -37,7 +37,7 @@ pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
 pub use git_history::GitHistory;
 pub use run_check::{RunCheck, RunCheckSettings};
-pub use symbol_search::{SymbolIndex, SymbolSearch};
+pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
 pub const WORKTREE: &str = "WORKTREE";
