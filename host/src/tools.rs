@@ -344,7 +344,10 @@ pub(crate) fn parse_input<T: DeserializeOwned>(
         Ok(value) => Ok(value),
         Err(err) => {
             let message = err.to_string();
-            if message.contains('`') && !message.starts_with("invalid") {
+            let names_field = ["missing field", "unknown field", "duplicate field"]
+                .iter()
+                .any(|p| message.starts_with(p));
+            if names_field {
                 // serde names the field itself: "missing field `path`", "unknown field `x`".
                 return Err(invalid(message));
             }

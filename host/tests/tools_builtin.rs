@@ -375,3 +375,47 @@ fn tool_command() {
         run.stderr
     );
 }
+
+/// A bad input names the field it is about, whatever serde's own message says.
+#[test]
+fn bad_inputs_name_their_field() {
+    let f = fixture();
+    let cases = [
+        (
+            "symbol_search",
+            json!({ "query": "a", "match": "regex" }),
+            "`match`",
+        ),
+        (
+            "symbol_search",
+            json!({ "query": "a", "role": 3 }),
+            "`role`",
+        ),
+        ("git_history", json!({ "action": "rewrite" }), "`action`"),
+        (
+            "code_search",
+            json!({ "query": "a", "maxMatches": "many" }),
+            "`maxMatches`",
+        ),
+        (
+            "file_read",
+            json!({ "path": "src/lib.rs", "startLine": -1 }),
+            "`startLine`",
+        ),
+        (
+            "file_read",
+            json!({ "path": "src/lib.rs", "colour": 1 }),
+            "`colour`",
+        ),
+        ("file_read", json!({}), "`path`"),
+    ];
+    for (tool, input, field) in cases {
+        let error = call(&f, tool, input.clone()).expect_err("refused");
+        assert_eq!(error.code, codes::REQUEST_INVALID, "{tool} {input}");
+        assert!(
+            error.message.contains(field),
+            "{tool} {input}: {}",
+            error.message
+        );
+    }
+}
