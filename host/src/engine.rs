@@ -126,6 +126,8 @@ struct Inner {
     halted: Mutex<bool>,
     tools: Registry,
     symbols: std::sync::OnceLock<Arc<crate::tools::SymbolIndex>>,
+    // Repository + revision keys of background symbol-indexing jobs running now.
+    indexing: Mutex<HashSet<String>>,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -176,6 +178,7 @@ impl Gateway {
                 halted: Mutex::new(false),
                 tools: Registry::builtin(),
                 symbols: std::sync::OnceLock::new(),
+                indexing: Mutex::new(HashSet::new()),
             }),
         };
         gateway.purge()?;

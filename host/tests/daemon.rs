@@ -1188,3 +1188,41 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
     assert_eq!(lines[1]["outcome"], "refused", "{audit}");
     assert_eq!(lines[2]["cancelled"], true, "{audit}");
 }
+
+/// A cold `symbol_search` parses only the files that contain the name; the daemon then
+/// completes the index in the background, so a later query for another name parses nothing.
+#[test]
+fn symbol_index_completes_in_the_background() {
+    let d = Daemon::start();
+    for i in 0..20 {
+        std::fs::write(
+            d.repo.path().join(format!("mod{i}.py")),
+            format!("def helper_{i}():\n    return {i}\n"),
+        )
+        .expect("write");
+    }
+    git(d.repo.path(), &["add", "-A"]);
+    git(d.repo.path(), &["commit", "-q", "-m", "modules"]);
+    let search = |query: &str| {
+        let body =
+            json!({ "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "input": { "query": query } });
+        let reply = d.authed("POST", "/v1/tools/symbol_search", Some(&body));
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.json()["data"]["output"].clone()
+    };
+    let first = search("helper_3");
+    assert_eq!(first["symbols"][0]["path"], "mod3.py", "{first}");
+    assert_eq!(first["parsedFiles"], 1, "{first}");
+    assert!(first["unindexedFiles"].as_u64().unwrap_or(0) > 0, "{first}");
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = search("helper_17");
+        if last["unindexedFiles"] == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(last["unindexedFiles"], 0, "{last}");
+    assert_eq!(last["parsedFiles"], 0, "{last}");
+    assert_eq!(last["symbols"][0]["path"], "mod17.py", "{last}");
+}

@@ -89,10 +89,24 @@ impl Gateway {
             ctx = ctx.with_run_check(config.tools.run_check.clone(), paths.state_dir());
         }
         let call_id = new_id("call");
+        let input_ref = request
+            .input
+            .get("ref")
+            .and_then(|r| r.as_str())
+            .map(str::to_owned);
         let call = tools::invoke(tool, &ctx, &call_id, request.input);
         let done = &call.completed;
         match call.result {
             Ok(output) => {
+                if output.value["unindexedFiles"]
+                    .as_u64()
+                    .is_some_and(|n| n > 0)
+                {
+                    self.complete_symbol_index(
+                        mapping.local_path.clone(),
+                        input_ref.unwrap_or_else(|| rev.clone()),
+                    );
+                }
                 tracing::info!(
                     tool = name,
                     call_id,
@@ -121,6 +135,49 @@ impl Gateway {
                 );
                 Err(error)
             }
+        }
+    }
+
+    /// Index the rest of a revision's symbols on a background thread after a `symbol_search`
+    /// whose prefilter left files unindexed, so the next query (another name, or fuzzy) parses
+    /// nothing. One job per repository and revision at a time; failures are logged only.
+    fn complete_symbol_index(&self, repo: std::path::PathBuf, rev: String) {
+        let key = format!("{}\0{rev}", repo.display());
+        let fresh = self
+            .inner
+            .indexing
+            .lock()
+            .is_ok_and(|mut jobs| jobs.insert(key.clone()));
+        if !fresh {
+            return;
+        }
+        let gateway = self.clone();
+        let index = self.symbol_index();
+        let job = key.clone();
+        let spawned = std::thread::Builder::new()
+            .name("symbol-index".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let result = ToolContext::open(&repo, Some(&rev))
+                    .map(|ctx| ctx.with_symbol_index(index))
+                    .and_then(|ctx| tools::index_all(&ctx, None));
+                match result {
+                    Ok(stats) => tracing::info!(
+                        files = stats.files,
+                        parsed = stats.parsed,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "symbol index completed"
+                    ),
+                    Err(error) => tracing::warn!(code = error.code, "symbol indexing failed"),
+                }
+                if let Ok(mut jobs) = gateway.inner.indexing.lock() {
+                    jobs.remove(&job);
+                }
+            });
+        if spawned.is_err()
+            && let Ok(mut jobs) = self.inner.indexing.lock()
+        {
+            jobs.remove(&key);
         }
     }
 
