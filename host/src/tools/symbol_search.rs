@@ -11,17 +11,20 @@
 //! **Cold queries.** An `exact` or `prefix` query does not parse every file the index lacks:
 //! a tag's name is a slice of its file, so a file can only hold a match if its bytes contain
 //! the query (ASCII-case-insensitively for a case-insensitive prefix, see
-//! `Request::prefilter`). Unindexed files are read (on up to `available_parallelism` threads)
-//! and searched for the query with `aho-corasick`; only those containing it are parsed and
-//! stored. The others stay unindexed — their tags are unknown, not recorded as empty — so a
-//! later query for another name searches them again. The answer is still complete (a skipped
-//! file cannot match); the output says how complete the index is: `indexedFiles` (files in
-//! scope whose tags were searched), `unindexedFiles` (files in scope skipped by the
-//! prefilter: the index lacks their tags) and `parsedFiles` (distinct blobs parsed by this
-//! call). `fuzzy` queries (a subsequence cannot be prefiltered cheaply), and case-insensitive
-//! prefixes with a non-ASCII letter, parse every unindexed file. [`index_all`] completes the
-//! index of a revision: the daemon runs it in the background after a query; the `tool`
-//! command does not (it answers and exits), so there the index completes over later queries.
+//! `Request::prefilter`). Unindexed files are searched for the query with `aho-corasick` on up
+//! to `available_parallelism` threads (at a commit each thread also reads its blobs from the
+//! object database; in the work tree they were read when hashed); only those containing it
+//! are parsed and stored. The others stay unindexed (their tags are unknown, not recorded as
+//! empty), so a later query for another name searches them again. The answer is still
+//! complete (a skipped file cannot match); the output says how complete the index is:
+//! `indexedFiles` (files in scope whose tags were searched), `unindexedFiles` (files in scope
+//! skipped by the prefilter: the index lacks their tags) and `parsedFiles` (distinct blobs
+//! parsed by this call). `fuzzy` queries (a subsequence cannot be prefiltered cheaply), and
+//! case-insensitive prefixes with a non-ASCII letter, parse every unindexed file. On tokio
+//! (793 Rust files) a cold `spawn_blocking` query parses 53 files (~90 ms instead of ~460 ms).
+//! [`index_all`] completes the index of a revision; it is meant for the daemon, in the
+//! background after a query. The `tool` command does not run it (it answers and exits), so
+//! there the index completes over later queries.
 //!
 //! **Revision.** At a commit, the files are the blobs of its tree (no symbolic links, no
 //! submodules) with a supported extension. In the work tree, the files are those the `ignore`
