@@ -802,3 +802,46 @@ fn fuzzy_parses_everything_cold() {
     assert_eq!(out["indexedFiles"], 6);
     assert_eq!(out["symbols"].as_array().expect("symbols").len(), 5);
 }
+
+#[test]
+fn files_with_the_same_content_get_their_own_tags() {
+    // Two paths share one blob, sorted between other files: each path answers that blob's
+    // tags, not a neighbour's, in the call that parses them and from the index afterwards.
+    let mut repo = TestRepo::new();
+    repo.write("a/first.rs", "fn first_fn() { shared(); }\n");
+    repo.write("b/copy.rs", "fn shared() {}\n");
+    repo.write("c/middle.rs", "fn middle_fn() { shared(); }\n");
+    repo.write("d/copy.rs", "fn shared() {}\n");
+    repo.write("e/last.rs", "fn last_fn() { shared(); }\n");
+    repo.commit("base");
+    let home = tempfile::tempdir().expect("temp dir");
+    let index = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    let expected = [
+        "definition shared b/copy.rs:1:4",
+        "definition shared d/copy.rs:1:4",
+        "reference shared a/first.rs:1:17",
+        "reference shared c/middle.rs:1:18",
+        "reference shared e/last.rs:1:16",
+    ];
+    for (query, parsed) in [("shared", 4), ("shared", 0)] {
+        let out = call_with(repo.path(), index.clone(), json!({ "query": query })).expect(query);
+        assert_eq!(out["parsedFiles"], parsed);
+        assert_eq!(found(&out), expected);
+    }
+    let out = call_with(
+        repo.path(),
+        index,
+        json!({ "query": "_fn", "match": "fuzzy", "role": "definition" }),
+    )
+    .expect("fuzzy");
+    let mut names: Vec<String> = found(&out);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "definition first_fn a/first.rs:1:4",
+            "definition last_fn e/last.rs:1:4",
+            "definition middle_fn c/middle.rs:1:4",
+        ]
+    );
+}

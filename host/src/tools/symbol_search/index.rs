@@ -363,11 +363,18 @@ impl SymbolIndex {
         {
             let _ = self.read_file(db, entries, &mut tags, &mut from_file);
         }
-        // Each distinct key once (the same content may sit at several paths).
+        // Each distinct key once (the same content may sit at several paths); `first_of` maps
+        // a key to its position in `missing`, set by its first entry only.
         let mut first_of: HashMap<Key, usize> = HashMap::new();
         let mut missing: Vec<usize> = Vec::new();
         for (i, slot) in tags.iter().enumerate() {
-            if slot.is_none() && first_of.insert(entries[i].key(), missing.len()).is_none() {
+            if slot.is_some() {
+                continue;
+            }
+            if let std::collections::hash_map::Entry::Vacant(vacant) =
+                first_of.entry(entries[i].key())
+            {
+                vacant.insert(missing.len());
                 missing.push(i);
             }
         }
