@@ -225,7 +225,19 @@ impl GatewayTool for SymbolSearch {
         let filter = prefilter
             .is_some()
             .then_some(&accepts as &index::Filter<'_>);
-        let (entries, lookup) = snapshot_tags(ctx, index, &rev, &wanted, filter)?;
+        // Only the blobs holding a matching name are read from the index file.
+        let (mut matcher, atom) = request.matcher();
+        let mut buf = Vec::new();
+        let mut accepts_name = |name: &str| {
+            request
+                .matches(name, &atom, &mut matcher, &mut buf)
+                .is_some()
+        };
+        let names = index::Wanted {
+            scan: request.name_scan(),
+            accepts: &mut accepts_name,
+        };
+        let (entries, lookup) = snapshot_tags(ctx, index, &rev, &wanted, filter, names)?;
 
         let mut hits = request.collect(&entries, &lookup.tags);
         hits.sort_unstable_by(|a, b| {
@@ -312,7 +324,12 @@ pub fn index_all(ctx: &ToolContext, rev: Option<&str>) -> Result<IndexStats, Gat
             &opened
         }
     };
-    let (entries, lookup) = snapshot_tags(ctx, index, &rev, &|_| true, None)?;
+    // Which blobs are indexed is all it needs to know: no tags are decoded.
+    let names = index::Wanted {
+        scan: index::NameScan::Nothing,
+        accepts: &mut |_| false,
+    };
+    let (entries, lookup) = snapshot_tags(ctx, index, &rev, &|_| true, None, names)?;
     Ok(IndexStats {
         files: entries.len(),
         parsed: lookup.parsed,
@@ -321,13 +338,15 @@ pub fn index_all(ctx: &ToolContext, rev: Option<&str>) -> Result<IndexStats, Gat
 }
 
 /// The wanted files of `rev` and their tags from `index` (parsing those `filter` accepts, all
-/// without one, among the unindexed ones).
+/// without one, among the unindexed ones); of the files already indexed, only those holding a
+/// name `names` accepts are read from the index file (the others answer no tags).
 fn snapshot_tags(
     ctx: &ToolContext,
     index: &SymbolIndex,
     rev: &ToolRevision,
     wanted: &dyn Fn(&FileEntry) -> bool,
     filter: Option<&index::Filter<'_>>,
+    names: index::Wanted<'_>,
 ) -> Result<(Vec<FileEntry>, index::Lookup), GatewayError> {
     Ok(match rev {
         ToolRevision::Commit(revision) => {
@@ -338,7 +357,7 @@ fn snapshot_tags(
                 let repo = repo.to_thread_local();
                 Box::new(move |entry: &FileEntry| read_blob(&repo, entry.oid))
             };
-            let lookup = index.lookup(&entries, &loader, filter);
+            let lookup = index.lookup(&entries, &loader, filter, Some(names));
             (entries, lookup)
         }
         ToolRevision::Worktree => {
@@ -358,7 +377,7 @@ fn snapshot_tags(
                     }),
                 })
             };
-            let lookup = index.lookup(&entries, &loader, filter);
+            let lookup = index.lookup(&entries, &loader, filter, Some(names));
             (entries, lookup)
         }
     })
@@ -470,9 +489,9 @@ impl Request {
             .ok()
     }
 
-    /// Every tag of `files` that passes the role and kind filters and matches the query.
-    fn collect(&self, entries: &[FileEntry], files: &[Arc<FileTags>]) -> Vec<Hit> {
-        let mut matcher = Matcher::new(nucleo_matcher::Config::DEFAULT);
+    /// The fuzzy matcher and the query's pattern, for [`Request::matches`].
+    fn matcher(&self) -> (Matcher, Atom) {
+        let matcher = Matcher::new(nucleo_matcher::Config::DEFAULT);
         let atom = Atom::new(
             &self.query,
             CaseMatching::Smart,
@@ -480,6 +499,44 @@ impl Request {
             AtomKind::Fuzzy,
             false,
         );
+        (matcher, atom)
+    }
+
+    /// The part of the index's names table holding every name [`Request::matches`] accepts:
+    /// the query itself for `exact`; for `prefix`, the names whose fold starts with the
+    /// query's (see [`index::fold`]: case-sensitive prefixes, and case-insensitive ones with an
+    /// ASCII query); all names for `fuzzy` and for case-insensitive prefixes with a non-ASCII
+    /// letter.
+    fn name_scan(&self) -> index::NameScan {
+        match (self.mode, &self.folded) {
+            (MatchMode::Exact, _) => index::NameScan::Exact(self.query.clone()),
+            (MatchMode::Prefix, None) => index::NameScan::FoldedPrefix(index::fold(&self.query)),
+            (MatchMode::Prefix, Some(folded)) if folded.is_ascii() => {
+                index::NameScan::FoldedPrefix(folded.clone())
+            }
+            (MatchMode::Prefix, Some(_)) | (MatchMode::Fuzzy, _) => index::NameScan::All,
+        }
+    }
+
+    /// `(tier, score)` of a tag named `name` (see [`Request::rank`]), `None` when it does not
+    /// match the query in this mode.
+    fn matches(
+        &self,
+        name: &str,
+        atom: &Atom,
+        matcher: &mut Matcher,
+        buf: &mut Vec<char>,
+    ) -> Option<(u8, u32)> {
+        if self.mode == MatchMode::Exact {
+            (name == self.query).then_some((0, 0))
+        } else {
+            self.rank(name, atom, matcher, buf)
+        }
+    }
+
+    /// Every tag of `files` that passes the role and kind filters and matches the query.
+    fn collect(&self, entries: &[FileEntry], files: &[Arc<FileTags>]) -> Vec<Hit> {
+        let (mut matcher, atom) = self.matcher();
         let mut buf = Vec::new();
         // Names repeat (every call of a function); score each distinct name once.
         let mut memo: HashMap<&str, Option<(u8, u32)>> = HashMap::new();
@@ -498,13 +555,9 @@ impl Request {
                 {
                     continue;
                 }
-                let rank = if self.mode == MatchMode::Exact {
-                    (tag.name == self.query).then_some((0, 0))
-                } else {
-                    *memo
-                        .entry(tag.name.as_str())
-                        .or_insert_with(|| self.rank(&tag.name, &atom, &mut matcher, &mut buf))
-                };
+                let rank = *memo
+                    .entry(tag.name.as_str())
+                    .or_insert_with(|| self.matches(&tag.name, &atom, &mut matcher, &mut buf));
                 let Some((tier, score)) = rank else { continue };
                 hits.push(Hit {
                     tier,

@@ -22,12 +22,15 @@
 //! "racy" files). The caches are bounded (cleared when over [`MAX_CACHED_TAGS`] tags,
 //! [`MAX_CACHED_TREES`] trees or [`MAX_CACHED_STAMPS`] files).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use redb::{ConcurrencyMode, Database, ReadableDatabase, TableDefinition, TableHandle};
+use redb::{
+    ConcurrencyMode, Database, MultimapTableDefinition, MultimapTableHandle, ReadableDatabase,
+    ReadableMultimapTable, TableDefinition, TableHandle,
+};
 use tree_sitter_tags::TagsContext;
 
 use super::languages::{FileTags, INDEX_VERSION, Lang, extract};
@@ -46,11 +49,69 @@ pub const MAX_CACHED_STAMPS: usize = 1_000_000;
 const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 /// Page cache of the redb file.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
-/// Table prefix; the full name ends with the index version.
-const TABLE_PREFIX: &str = "symbol_tags_v";
+/// Table prefixes; the full names end with the index version. Tags: blob key -> postcard
+/// [`FileTags`]. Names: (folded name, name) -> blob keys of the blobs with a tag of that name
+/// (see [`fold`]). Blobs: blob key -> number of tags, the blobs indexed (a small table, so
+/// that asking whether a blob is indexed does not read its tags).
+const TAGS_PREFIX: &str = "symbol_tags_v";
+const NAMES_PREFIX: &str = "symbol_names_v";
+const BLOBS_PREFIX: &str = "symbol_blobs_v";
 
-fn table_name() -> String {
-    format!("{TABLE_PREFIX}{INDEX_VERSION}")
+/// The names table: (folded name, name) -> blob keys.
+type NamesTable<'a> = MultimapTableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
+
+/// The current (tags, names, blobs) table names.
+fn table_names() -> (String, String, String) {
+    (
+        format!("{TAGS_PREFIX}{INDEX_VERSION}"),
+        format!("{NAMES_PREFIX}{INDEX_VERSION}"),
+        format!("{BLOBS_PREFIX}{INDEX_VERSION}"),
+    )
+}
+
+/// Whether a table of the file is one of the index's (of any version).
+fn is_ours(name: &str) -> bool {
+    [TAGS_PREFIX, NAMES_PREFIX, BLOBS_PREFIX]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+/// The key of a name in the names table: ASCII letters lower-cased, U+212A KELVIN SIGN to `k`
+/// and U+0130 (capital I with dot) to `i`, every other character kept. Character by character,
+/// so a name starting with `q` has a fold starting with `fold(q)`; and a name that
+/// `symbol_search` takes for a case-insensitive prefix match of an ASCII lower-case query `q`
+/// (its first bytes equal `q` ignoring ASCII case, or its `to_lowercase()` starts with `q`)
+/// has a fold starting with `q`: the only characters whose lower case starts with an ASCII
+/// letter are the ASCII letters and those two.
+pub(crate) fn fold(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '\u{212A}' => 'k',
+            '\u{130}' => 'i',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// Which names a [`SymbolIndex::lookup`] wants: from the file, only the tags of blobs with a
+/// tag so named are read (the others are known to be indexed, and answered as empty).
+pub(crate) struct Wanted<'a> {
+    /// Where in the names table to look.
+    pub scan: NameScan,
+    /// Whether a name (among those `scan` visits) is wanted.
+    pub accepts: &'a mut dyn FnMut(&str) -> bool,
+}
+
+/// The part of the names table a [`Wanted`] visits.
+pub(crate) enum NameScan {
+    /// The names equal to this one.
+    Exact(String),
+    /// The names whose [`fold`] starts with this (already folded) string.
+    FoldedPrefix(String),
+    /// Every name.
+    All,
+    /// None: the lookup only finds which blobs are indexed (and parses the others).
+    Nothing,
 }
 
 /// One indexed file of a snapshot: where it is, its language and its blob id.
@@ -209,31 +270,47 @@ impl SymbolIndex {
         // Write (an fsync) only when the tables need it: a warm open only reads.
         let ready = || -> Result<bool, redb::Error> {
             let txn = db.begin_read()?;
-            let current = table_name();
-            let mut has_current = false;
+            let (tags, names, blobs) = table_names();
+            let mut current = 0;
             for table in txn.list_tables()? {
-                if table.name() == current {
-                    has_current = true;
-                } else if table.name().starts_with(TABLE_PREFIX) {
+                if table.name() == tags || table.name() == blobs {
+                    current += 1;
+                } else if is_ours(table.name()) {
                     return Ok(false);
                 }
             }
-            Ok(has_current)
+            for table in txn.list_multimap_tables()? {
+                if table.name() == names {
+                    current += 1;
+                } else if is_ours(table.name()) {
+                    return Ok(false);
+                }
+            }
+            Ok(current == 3)
         };
         let write = || -> Result<(), redb::Error> {
             if ready()? {
                 return Ok(());
             }
             let txn = db.begin_write()?;
-            let current = table_name();
+            let (tags, names, blobs) = table_names();
             let stale: Vec<_> = txn
                 .list_tables()?
-                .filter(|t| t.name().starts_with(TABLE_PREFIX) && t.name() != current)
+                .filter(|t| is_ours(t.name()) && t.name() != tags && t.name() != blobs)
                 .collect();
             for table in stale {
                 txn.delete_table(table)?;
             }
-            txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&current))?;
+            let stale: Vec<_> = txn
+                .list_multimap_tables()?
+                .filter(|t| is_ours(t.name()) && t.name() != names)
+                .collect();
+            for table in stale {
+                txn.delete_multimap_table(table)?;
+            }
+            txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&tags))?;
+            txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs))?;
+            txn.open_multimap_table(NamesTable::new(&names))?;
             txn.commit()?;
             Ok(())
         };
@@ -346,6 +423,7 @@ impl SymbolIndex {
         entries: &[FileEntry],
         loader: &F,
         filter: Option<&Filter<'_>>,
+        wanted: Option<Wanted<'_>>,
     ) -> Lookup
     where
         F: Fn() -> Loader<'a> + Sync,
@@ -361,7 +439,7 @@ impl SymbolIndex {
         if let Some(db) = &self.db
             && tags.iter().any(Option::is_none)
         {
-            let _ = self.read_file(db, entries, &mut tags, &mut from_file);
+            let _ = read_file(db, entries, &mut tags, &mut from_file, wanted);
         }
         // Each distinct key once (the same content may sit at several paths); `first_of` maps
         // a key to its position in `missing`, set by its first entry only.
@@ -422,37 +500,127 @@ impl SymbolIndex {
             unindexed,
         }
     }
+}
 
-    /// Fill the gaps of `tags` from the file (one read transaction), recording what was found.
-    fn read_file(
-        &self,
-        db: &Database,
-        entries: &[FileEntry],
-        tags: &mut [Option<Arc<FileTags>>],
-        found: &mut Vec<(Key, Arc<FileTags>)>,
-    ) -> Result<(), redb::Error> {
-        let txn = db.begin_read()?;
-        let name = table_name();
-        let table = match txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name)) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
+/// Fill the gaps of `tags` from the file (one read transaction), recording the tags decoded.
+/// With `wanted`, only the tags of blobs holding a wanted name are decoded; the other indexed
+/// blobs are answered as empty and not recorded (they are not their tags).
+fn read_file(
+    db: &Database,
+    entries: &[FileEntry],
+    tags: &mut [Option<Arc<FileTags>>],
+    found: &mut Vec<(Key, Arc<FileTags>)>,
+    wanted: Option<Wanted<'_>>,
+) -> Result<(), redb::Error> {
+    let txn = db.begin_read()?;
+    let (tags_name, names_name, blobs_name) = table_names();
+    let table = match txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&tags_name)) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let decode = |key: &Key| -> Result<Option<Arc<FileTags>>, redb::Error> {
+        Ok(table
+            .get(key.bytes().as_slice())?
+            .and_then(|value| postcard::from_bytes::<FileTags>(value.value()).ok())
+            .map(Arc::new))
+    };
+    // Each key once: the same content may sit at several paths.
+    let mut known: HashMap<Key, Option<Arc<FileTags>>> = HashMap::new();
+    let Some(wanted) = wanted else {
         for (slot, entry) in tags.iter_mut().zip(entries) {
             if slot.is_some() {
                 continue;
             }
             let key = entry.key();
-            if let Some(value) = table.get(key.bytes().as_slice())?
-                && let Ok(decoded) = postcard::from_bytes::<FileTags>(value.value())
-            {
-                let decoded = Arc::new(decoded);
+            let decoded = match known.get(&key) {
+                Some(decoded) => decoded.clone(),
+                None => {
+                    let decoded = decode(&key)?;
+                    if let Some(decoded) = &decoded {
+                        found.push((key, decoded.clone()));
+                    }
+                    known.insert(key, decoded.clone());
+                    decoded
+                }
+            };
+            *slot = decoded;
+        }
+        return Ok(());
+    };
+    let blobs = txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs_name))?;
+    let names = txn.open_multimap_table(NamesTable::new(&names_name))?;
+    let candidates = candidates(&names, wanted)?;
+    let empty = Arc::new(FileTags::default());
+    for (slot, entry) in tags.iter_mut().zip(entries) {
+        if slot.is_some() {
+            continue;
+        }
+        let key = entry.key();
+        if let Some(decoded) = known.get(&key) {
+            slot.clone_from(decoded);
+            continue;
+        }
+        let bytes = key.bytes();
+        let decoded = if candidates.contains(&bytes) {
+            let decoded = decode(&key)?;
+            if let Some(decoded) = &decoded {
                 found.push((key, decoded.clone()));
-                *slot = Some(decoded);
             }
+            decoded
+        } else if blobs.get(bytes.as_slice())?.is_some() {
+            Some(empty.clone())
+        } else {
+            None
+        };
+        known.insert(key, decoded.clone());
+        *slot = decoded;
+    }
+    Ok(())
+}
+
+/// The blob keys (as stored) of the names `wanted` visits and accepts.
+fn candidates(
+    names: &redb::ReadOnlyMultimapTable<(&'static str, &'static str), &'static [u8]>,
+    wanted: Wanted<'_>,
+) -> Result<HashSet<Vec<u8>>, redb::Error> {
+    let mut out = HashSet::new();
+    let mut add = |values: redb::MultimapValue<'_, &'static [u8]>| -> Result<(), redb::Error> {
+        for value in values {
+            out.insert(value?.value().to_vec());
         }
         Ok(())
+    };
+    let accepts = wanted.accepts;
+    match wanted.scan {
+        NameScan::Nothing => {}
+        NameScan::Exact(name) => {
+            if accepts(&name) {
+                add(names.get((fold(&name).as_str(), name.as_str()))?)?;
+            }
+        }
+        NameScan::FoldedPrefix(prefix) => {
+            for item in names.range((prefix.as_str(), "")..)? {
+                let (key, values) = item?;
+                let (folded, name) = key.value();
+                if !folded.starts_with(prefix.as_str()) {
+                    break;
+                }
+                if accepts(name) {
+                    add(values)?;
+                }
+            }
+        }
+        NameScan::All => {
+            for item in names.iter()? {
+                let (key, values) = item?;
+                if accepts(key.value().1) {
+                    add(values)?;
+                }
+            }
+        }
     }
+    Ok(out)
 }
 
 /// One file's tags and their encoding; `None` when the filter refused its bytes.
@@ -528,7 +696,8 @@ where
     out
 }
 
-/// Store parsed tags in one write transaction.
+/// Store parsed tags in one write transaction: each blob's tags, its entry in the blobs table
+/// and each of its distinct names in the names table.
 fn write_file(
     db: &Database,
     entries: &[FileEntry],
@@ -537,14 +706,25 @@ fn write_file(
 ) -> Result<(), redb::Error> {
     let txn = db.begin_write()?;
     {
-        let name = table_name();
-        let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name))?;
+        let (tags_name, names_name, blobs_name) = table_names();
+        let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&tags_name))?;
+        let mut blobs = txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs_name))?;
+        let mut names = txn.open_multimap_table(NamesTable::new(&names_name))?;
         for (&i, parsed) in missing.iter().zip(parsed) {
-            let Some((_, encoded)) = parsed else { continue };
+            let Some((file_tags, encoded)) = parsed else {
+                continue;
+            };
             if encoded.is_empty() {
                 continue;
             }
-            table.insert(entries[i].key().bytes().as_slice(), encoded.as_slice())?;
+            let key = entries[i].key().bytes();
+            table.insert(key.as_slice(), encoded.as_slice())?;
+            let count = u32::try_from(file_tags.tags.len()).unwrap_or(u32::MAX);
+            blobs.insert(key.as_slice(), count)?;
+            let distinct: BTreeSet<&str> = file_tags.tags.iter().map(|t| t.name.as_str()).collect();
+            for name in distinct {
+                names.insert((fold(name).as_str(), name), key.as_slice())?;
+            }
         }
     }
     txn.commit()?;

@@ -13,7 +13,7 @@ use tree_sitter_tags::{TagsConfiguration, TagsContext};
 
 /// Bump when a grammar crate, a tag query or the stored layout ([`FileTags`]) changes: the
 /// persistent index keeps tags under this version, so older entries are never read again.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 
 /// Files larger than this (bytes) are not parsed; they are indexed as having no symbols.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
