@@ -419,3 +419,52 @@ fn bad_inputs_name_their_field() {
         );
     }
 }
+
+/// A file name that is not UTF-8 is printed with U+FFFD, and that printed path reads the file
+/// back — at a commit and in the work tree; two names that print the same are refused.
+#[test]
+fn non_utf8_file_names_round_trip() {
+    use std::os::unix::ffi::OsStrExt;
+    let mut repo = TestRepo::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::create_dir_all(repo.path().join("d")).expect("mkdir");
+    std::fs::write(repo.path().join("d").join(name), "one\n").expect("write");
+    repo.commit("latin-1 name");
+    std::fs::write(repo.path().join("d").join(name), "one\ntwo\n").expect("write");
+    repo.commit("second line");
+    let printed = "d/caf\u{fffd}.txt";
+    let registry = Registry::builtin();
+    let root = repo.path().to_owned();
+    let run = |tool: &str, rev: &str, input: Value| {
+        let ctx = ToolContext::open(&root, Some(rev)).expect("open");
+        registry
+            .get(tool)
+            .expect("tool")
+            .execute(&ctx, input)
+            .map(|o| o.value)
+    };
+    let listed = run("file_search", "HEAD", json!({})).expect("file_search");
+    assert_eq!(listed["files"][0]["path"], printed);
+    for rev in ["HEAD", "WORKTREE"] {
+        let read = run("file_read", rev, json!({ "path": printed })).expect("file_read");
+        assert_eq!(read["text"], "one\ntwo\n", "{rev}");
+    }
+    let old = run("file_read", "HEAD~1", json!({ "path": printed })).expect("file_read");
+    assert_eq!(old["text"], "one\n");
+    let diff = run("file_read_diff", "HEAD", json!({ "base": "HEAD~1" })).expect("diff");
+    assert_eq!(diff["files"][0]["path"], printed, "{diff}");
+
+    // A second name that prints the same makes the printed path ambiguous.
+    std::fs::write(
+        repo.path()
+            .join("d")
+            .join(std::ffi::OsStr::from_bytes(b"caf\xe8.txt")),
+        "other\n",
+    )
+    .expect("write");
+    repo.commit("twin");
+    for rev in ["HEAD", "WORKTREE"] {
+        let error = run("file_read", rev, json!({ "path": printed })).expect_err("ambiguous");
+        assert_eq!(error.code, codes::REQUEST_INVALID, "{rev}");
+    }
+}

@@ -160,12 +160,20 @@ pub fn lookup_at(
             let decoded = tree
                 .decode()
                 .map_err(|e| read_error(format!("a tree of `{path}`"), e))?;
-            let Some(entry) = decoded
+            let exact = decoded
                 .entries
                 .iter()
-                .find(|e| e.filename == name.as_bytes())
-            else {
-                return Ok(None);
+                .find(|e| e.filename == name.as_bytes());
+            let entry = match exact {
+                Some(entry) => entry,
+                None if name.contains(char::REPLACEMENT_CHARACTER) => {
+                    let names = decoded.entries.iter().map(|e| e.filename.as_ref());
+                    match lossy_match(names, name, path)? {
+                        Some(at) => &decoded.entries[at],
+                        None => return Ok(None),
+                    }
+                }
+                None => return Ok(None),
             };
             (entry.mode, entry.oid.to_owned())
         };
@@ -224,7 +232,7 @@ pub fn lookup_at(
 /// `tool.path_outside_repository` when the path (or, for a missing path, its nearest existing
 /// ancestor) resolves outside `root` or into `.git`; `tool.path_not_found` when nothing is there.
 pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
-    let joined = root.join(path);
+    let joined = join_lossy(root, path)?;
     let check = |canonical: &Path| -> Result<(), GatewayError> {
         // `Path::starts_with` compares whole components: `/x/repo-evil` is not under `/x/repo`.
         let Ok(rest) = canonical.strip_prefix(root) else {
@@ -280,6 +288,73 @@ pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayEr
             Err(not_found(path, "in the work tree"))
         }
     }
+}
+
+/// The index of the one name in `names` whose lossy UTF-8 decoding is `wanted` (a component
+/// holding U+FFFD, as tools print a name that is not UTF-8), `None` when there is none.
+///
+/// Tools answer paths as JSON strings, so a file name that is not UTF-8 comes out with U+FFFD
+/// in place of its bad bytes; this lets such a path be passed back (e.g. from `file_search` to
+/// `file_read`).
+///
+/// # Errors
+/// `request.invalid` when two names decode to the same text (the path is ambiguous).
+fn lossy_match<'a>(
+    names: impl Iterator<Item = &'a [u8]>,
+    wanted: &str,
+    path: &str,
+) -> Result<Option<usize>, GatewayError> {
+    let mut found = None;
+    for (at, name) in names.enumerate() {
+        if String::from_utf8_lossy(name) == wanted {
+            if found.is_some() {
+                return Err(GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!(
+                        "`{}` names more than one file whose name is not valid UTF-8",
+                        printable(path)
+                    ),
+                    "Rename one of the files, or read it with git directly.",
+                ));
+            }
+            found = Some(at);
+        }
+    }
+    Ok(found)
+}
+
+/// `root` joined with normalized `path`; a component holding U+FFFD that does not exist as
+/// written is matched against the directory's entries by their lossy UTF-8 decoding (see
+/// [`lossy_match`]).
+///
+/// # Errors
+/// `request.invalid` for an ambiguous name.
+fn join_lossy(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
+    if !path.contains(char::REPLACEMENT_CHARACTER) {
+        return Ok(root.join(path));
+    }
+    let mut joined = root.to_path_buf();
+    for name in path.split('/') {
+        let direct = joined.join(name);
+        if !name.contains(char::REPLACEMENT_CHARACTER)
+            || std::fs::symlink_metadata(&direct).is_ok()
+        {
+            joined = direct;
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&joined) else {
+            joined = direct;
+            continue;
+        };
+        let entries: Vec<std::ffi::OsString> =
+            entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+        let names = entries.iter().map(|n| n.as_encoded_bytes());
+        match lossy_match(names, name, path)? {
+            Some(at) => joined.push(&entries[at]),
+            None => joined = direct,
+        }
+    }
+    Ok(joined)
 }
 
 /// `tool.path_not_found` for `path`, `where_` saying at which revision.
