@@ -166,6 +166,12 @@ impl Repository {
         self.repo.git_dir()
     }
 
+    /// The open gix repository. Its clones share the object store, so pack indexes loaded by
+    /// one are not loaded again by another (opening the repository a second time would).
+    pub(crate) fn git(&self) -> &gix::Repository {
+        &self.repo
+    }
+
     /// The work tree root, `None` for a bare repository.
     pub fn work_dir(&self) -> Option<&Path> {
         self.repo.workdir()

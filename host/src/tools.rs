@@ -84,9 +84,10 @@ pub struct ToolContext {
     symbols: Option<std::sync::Arc<SymbolIndex>>,
     run_check: Option<RunCheckSettings>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    // Invariant: knows the repository's absolute path (shown as `<repo>`) besides the
-    // built-in secrets, so tool events and logs never carry it.
-    redactor: crate::security::redact::Redactor,
+    // Invariant: once built (on first use: a CLI call never needs it), knows the repository's
+    // absolute path (shown as `<repo>`) besides the built-in secrets, so tool events and logs
+    // never carry it.
+    redactor: std::sync::OnceLock<crate::security::redact::Redactor>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -107,13 +108,8 @@ impl ToolContext {
     /// revision starting with `-` or `WORKTREE` in a bare repository.
     pub fn open(path: &Path, rev: Option<&str>) -> Result<ToolContext, GatewayError> {
         let repo = Repository::open(path)?;
-        let git = gix::open(repo.git_dir()).map_err(|e| {
-            GatewayError::new(
-                codes::REPOSITORY_NOT_FOUND,
-                format!("cannot open {}: {e}", repo.git_dir().display()),
-                "Pass --repo with the path of a git work tree or bare repository.",
-            )
-        })?;
+        // A clone, not a second open: it shares the object store and its loaded pack indexes.
+        let git = repo.git().clone();
         let work_root = repo
             .work_dir()
             .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()));
@@ -125,9 +121,8 @@ impl ToolContext {
             symbols: None,
             run_check: None,
             cancel: None,
-            redactor: crate::security::redact::Redactor::new(),
+            redactor: std::sync::OnceLock::new(),
         };
-        ctx.redactor = repository_redactor(&ctx);
         ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
         Ok(ctx)
     }
@@ -227,7 +222,7 @@ impl ToolContext {
     /// the built-in secret formats, the user's home, and the repository's absolute path as
     /// `<repo>` (draft §10 "Tool Event Redaction", DESIGN §7).
     pub fn redactor(&self) -> &crate::security::redact::Redactor {
-        &self.redactor
+        self.redactor.get_or_init(|| repository_redactor(self))
     }
 
     pub(crate) fn git(&self) -> &gix::Repository {

@@ -241,7 +241,7 @@ impl GatewayTool for GitHistory {
         let input: GitHistoryInput = parse_input(NAME, input)?;
         let mut git = ctx.git().clone();
         // Walks re-read the same trees (commit and parent); a small cache pays for itself.
-        git.object_cache_size_if_unset(16 * 1024 * 1024);
+        git.object_cache_size(16 * 1024 * 1024);
         // Blame and rename detection inflate long delta chains of the same blobs: a
         // memory-capped delta-base cache (git's `core.deltaBaseCacheLimit` is 96 MiB) instead
         // of gix's default 64-entry list.
