@@ -9,6 +9,7 @@
 //!   direct tool calls (§10).
 //! - [`event`]: [`AgentEvent`] and its payloads (draft §7, §8, §11; DESIGN §5).
 //! - [`finding`]: [`ReviewFinding`] (draft §11).
+//! - [`frame`]: the frames of the native-messaging and WebSocket transports (DESIGN §4).
 //!
 //! All JSON field names are camelCase. Optional fields are omitted when absent, and unknown
 //! fields are ignored on input so optional fields can be added within `/v1` (draft §14).
@@ -17,6 +18,7 @@ pub mod capability;
 pub mod envelope;
 pub mod event;
 pub mod finding;
+pub mod frame;
 pub mod request;
 
 pub use capability::{
@@ -32,6 +34,10 @@ pub use event::{
 };
 pub use finding::{
     Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
+};
+pub use frame::{
+    ChunkFrame, ErrorFrame, EventFrame, Frame, FrameId, HelloFrame, IdFrame, RequestFrame,
+    ResponseFrame,
 };
 pub use request::{
     CancelRequest, ChatContext, ChatMessage, ChatRequest, ChatRole, DiffRefs, Effort,
