@@ -25,7 +25,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use redb::{
     ConcurrencyMode, Database, MultimapTableDefinition, MultimapTableHandle, ReadableDatabase,
@@ -67,6 +67,65 @@ fn table_names() -> (String, String, String) {
         format!("{NAMES_PREFIX}{INDEX_VERSION}"),
         format!("{BLOBS_PREFIX}{INDEX_VERSION}"),
     )
+}
+
+/// How the file is opened: `MultiWriter`, so the daemon and command-line calls share it.
+fn builder() -> redb::Builder {
+    let mut builder = redb::Builder::new();
+    builder
+        .set_concurrency_mode(ConcurrencyMode::MultiWriter)
+        .set_cache_size(CACHE_BYTES);
+    builder
+}
+
+/// Whether the file has the current tables and none of an older version.
+fn ready(db: &impl ReadableDatabase) -> Result<bool, redb::Error> {
+    let txn = db.begin_read()?;
+    let (tags, names, blobs) = table_names();
+    let mut current = 0;
+    for table in txn.list_tables()? {
+        if table.name() == tags || table.name() == blobs {
+            current += 1;
+        } else if is_ours(table.name()) {
+            return Ok(false);
+        }
+    }
+    for table in txn.list_multimap_tables()? {
+        if table.name() == names {
+            current += 1;
+        } else if is_ours(table.name()) {
+            return Ok(false);
+        }
+    }
+    Ok(current == 3)
+}
+
+/// The index file: read through a read-only handle when it was ready at open (a writable
+/// redb handle writes and syncs the file when opened and when dropped, ~2 ms per process),
+/// written through a writable handle opened on the first write.
+struct Store {
+    path: PathBuf,
+    reader: Option<redb::ReadOnlyDatabase>,
+    // Invariant: set (to `Some`) at open when `reader` is `None`.
+    writer: OnceLock<Option<Database>>,
+}
+
+impl Store {
+    fn begin_read(&self) -> Result<redb::ReadTransaction, redb::Error> {
+        match (&self.reader, self.writer.get()) {
+            (Some(reader), _) => Ok(reader.begin_read()?),
+            (None, Some(Some(writer))) => Ok(writer.begin_read()?),
+            (None, _) => Err(redb::Error::DatabaseAlreadyOpen),
+        }
+    }
+
+    /// The writable handle, opened on first use; `None` when it cannot be opened (the tags
+    /// are then not stored).
+    fn writer(&self) -> Option<&Database> {
+        self.writer
+            .get_or_init(|| builder().create(&self.path).ok())
+            .as_ref()
+    }
 }
 
 /// Whether a table of the file is one of the index's (of any version).
@@ -221,7 +280,7 @@ struct BlobCache {
 /// A symbol index (module docs). `Send + Sync`: the daemon opens one and shares it behind an
 /// `Arc` through [`ToolContext::with_symbol_index`](crate::tools::ToolContext::with_symbol_index).
 pub struct SymbolIndex {
-    db: Option<Database>,
+    db: Option<Store>,
     // Invariant: why the index is memory-only; `None` when `db` is open.
     note: Option<String>,
     path: Option<PathBuf>,
@@ -262,34 +321,21 @@ impl SymbolIndex {
                  cache and is rebuilt).",
             )
         };
-        let mut builder = redb::Builder::new();
-        builder
-            .set_concurrency_mode(ConcurrencyMode::MultiWriter)
-            .set_cache_size(CACHE_BYTES);
-        let db = builder.create(path).map_err(|e| unavailable(&e))?;
-        // Write (an fsync) only when the tables need it: a warm open only reads.
-        let ready = || -> Result<bool, redb::Error> {
-            let txn = db.begin_read()?;
-            let (tags, names, blobs) = table_names();
-            let mut current = 0;
-            for table in txn.list_tables()? {
-                if table.name() == tags || table.name() == blobs {
-                    current += 1;
-                } else if is_ours(table.name()) {
-                    return Ok(false);
-                }
-            }
-            for table in txn.list_multimap_tables()? {
-                if table.name() == names {
-                    current += 1;
-                } else if is_ours(table.name()) {
-                    return Ok(false);
-                }
-            }
-            Ok(current == 3)
-        };
+        // A warm open only reads: a read-only handle (no write, no fsync, at open or at
+        // close) when the file already has the current tables and no stale ones.
+        if path.is_file()
+            && let Ok(reader) = builder().open_read_only(path)
+            && ready(&reader).unwrap_or(false)
+        {
+            return Ok(SymbolIndex::with_store(Store {
+                path: path.to_owned(),
+                reader: Some(reader),
+                writer: OnceLock::new(),
+            }));
+        }
+        let db = builder().create(path).map_err(|e| unavailable(&e))?;
         let write = || -> Result<(), redb::Error> {
-            if ready()? {
+            if ready(&db)? {
                 return Ok(());
             }
             let txn = db.begin_write()?;
@@ -315,14 +361,22 @@ impl SymbolIndex {
             Ok(())
         };
         write().map_err(|e| unavailable(&e))?;
-        Ok(SymbolIndex {
-            db: Some(db),
+        Ok(SymbolIndex::with_store(Store {
+            path: path.to_owned(),
+            reader: None,
+            writer: OnceLock::from(Some(db)),
+        }))
+    }
+
+    fn with_store(store: Store) -> SymbolIndex {
+        SymbolIndex {
+            path: Some(store.path.clone()),
+            db: Some(store),
             note: None,
-            path: Some(path.to_owned()),
             blobs: Mutex::default(),
             trees: Mutex::default(),
             stamps: Mutex::default(),
-        })
+        }
     }
 
     /// An index that keeps its tags in memory only; `note` says why (shown to callers).
@@ -506,7 +560,7 @@ impl SymbolIndex {
 /// With `wanted`, only the tags of blobs holding a wanted name are decoded; the other indexed
 /// blobs are answered as empty and not recorded (they are not their tags).
 fn read_file(
-    db: &Database,
+    db: &Store,
     entries: &[FileEntry],
     tags: &mut [Option<Arc<FileTags>>],
     found: &mut Vec<(Key, Arc<FileTags>)>,
@@ -699,11 +753,14 @@ where
 /// Store parsed tags in one write transaction: each blob's tags, its entry in the blobs table
 /// and each of its distinct names in the names table.
 fn write_file(
-    db: &Database,
+    db: &Store,
     entries: &[FileEntry],
     missing: &[usize],
     parsed: &[Parsed],
 ) -> Result<(), redb::Error> {
+    let Some(db) = db.writer() else {
+        return Ok(());
+    };
     let txn = db.begin_write()?;
     {
         let (tags_name, names_name, blobs_name) = table_names();
