@@ -74,6 +74,12 @@ pub mod codes {
     pub const TOOL_COMMAND_NOT_ALLOWED: &str = "tool.command_not_allowed";
     /// An allowed command could not be started (program not found, limits not settable).
     pub const TOOL_COMMAND_FAILED: &str = "tool.command_failed";
+    /// A frame (DESIGN §4) over the transport's size cap (64 MiB inbound); the connection stays.
+    pub const FRAME_TOO_LARGE: &str = "frame.too_large";
+    /// A `request` frame reused the `id` of a request still open on the same connection.
+    pub const FRAME_ID_IN_USE: &str = "frame.id_in_use";
+    /// A `hello` frame offered no protocol version this gateway speaks (it speaks `1.0`).
+    pub const PROTOCOL_VERSION_UNSUPPORTED: &str = "protocol.version_unsupported";
 }
 
 /// A user-facing failure: what went wrong and what to do about it.

@@ -3,6 +3,10 @@
 //!
 //! - [`http`]: the `/v1` routes over HTTP + SSE, with the loopback security model.
 //! - [`server`]: binding, serving and graceful shutdown of the daemon.
+//! - [`ws`]: `GET /v1/ws`, the frames of DESIGN §4 over a WebSocket.
+//! - [`frames`]: the transport-agnostic frame dispatcher (frames in, the `/v1` router, frames out).
 
+pub mod frames;
 pub mod http;
 pub mod server;
+pub mod ws;

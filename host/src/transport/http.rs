@@ -63,8 +63,20 @@ impl HttpState {
     }
 }
 
-/// The `/v1` router with the security layers (see the module docs).
+/// The `/v1` router with the security layers (see the module docs), `/v1/ws` included: its
+/// `request` frames are served by the same routes and layers (everything but `/v1/ws`).
 pub fn router(state: HttpState) -> Router {
+    let frames = routes()
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state.clone());
+    let ws = super::ws::WsState::new(frames, state.gateway.clone(), state.security.port);
+    routes()
+        .route("/v1/ws", get(super::ws::upgrade).with_state(ws))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+fn routes() -> Router<HttpState> {
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/capabilities", get(capabilities))
@@ -79,8 +91,6 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/runs/{run_id}/resume", post(resume_run))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .with_state(state)
 }
 
 // === security layer ===
@@ -151,7 +161,13 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
             headers
                 .get(header::AUTHORIZATION)
                 .and_then(|a| a.to_str().ok()),
-        );
+        )
+        .or_else(|| {
+            // Browsers cannot set headers on a WebSocket: the token may come as a subprotocol.
+            (request.uri().path() == "/v1/ws")
+                .then(|| super::ws::subprotocol_token(headers))
+                .flatten()
+        });
         let failure = match presented {
             None => Some(GatewayError::new(
                 codes::AUTH_TOKEN_MISSING,
