@@ -378,6 +378,7 @@ fn snapshot_tags(
                 })
             };
             let lookup = index.lookup(&entries, &loader, filter, Some(names));
+            index.save_stamps();
             (entries, lookup)
         }
     })
@@ -709,6 +710,7 @@ fn files_in_worktree(
 ) -> Result<(Vec<FileEntry>, Contents), GatewayError> {
     let root = ctx.work_root()?;
     let hash_kind = ctx.git().object_hash();
+    index.load_stamps(root);
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .follow_links(false)
