@@ -74,6 +74,12 @@ pub mod codes {
     pub const TOOL_COMMAND_NOT_ALLOWED: &str = "tool.command_not_allowed";
     /// An allowed command could not be started (program not found, limits not settable).
     pub const TOOL_COMMAND_FAILED: &str = "tool.command_failed";
+    /// The byte stream ended in the middle of a native-messaging frame (a length prefix or a body
+    /// shorter than declared).
+    pub const FRAME_TRUNCATED: &str = "frame.truncated";
+    /// `chunk` frames arrived out of order, for another id, or interrupted by another frame
+    /// (DESIGN §4): the chunked frame is dropped.
+    pub const FRAME_CHUNK_INVALID: &str = "frame.chunk_invalid";
     /// A frame (DESIGN §4) over the transport's size cap (64 MiB inbound); the connection stays.
     pub const FRAME_TOO_LARGE: &str = "frame.too_large";
     /// A `request` frame reused the `id` of a request still open on the same connection.

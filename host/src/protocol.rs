@@ -10,11 +10,13 @@
 //! - [`event`]: [`AgentEvent`] and its payloads (draft §7, §8, §11; DESIGN §5).
 //! - [`finding`]: [`ReviewFinding`] (draft §11).
 //! - [`frame`]: the frames of the native-messaging and WebSocket transports (DESIGN §4).
+//! - [`codec`]: their native-messaging byte framing (length prefix, caps, chunking), sans-IO.
 //!
 //! All JSON field names are camelCase. Optional fields are omitted when absent, and unknown
 //! fields are ignored on input so optional fields can be added within `/v1` (draft §14).
 
 pub mod capability;
+pub mod codec;
 pub mod envelope;
 pub mod event;
 pub mod finding;
@@ -24,6 +26,10 @@ pub mod request;
 pub use capability::{
     Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
     RuleCapabilities, ToolCallResult, ToolDescription,
+};
+pub use codec::{
+    Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,
+    OUTBOUND_FRAME_CAP, ReassembleError, Reassembler, encode, encode_chunked, encode_raw,
 };
 pub use envelope::{ApiResponse, ErrorObject};
 pub use event::{
