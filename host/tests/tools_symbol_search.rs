@@ -845,3 +845,182 @@ fn files_with_the_same_content_get_their_own_tags() {
         ]
     );
 }
+
+/// Names that exercise the names table: case variants, a shared prefix, non-ASCII letters
+/// (U+212A KELVIN SIGN lower-cases to `k`, U+0130 to `i` and a combining dot; Greek sigma has
+/// a final form), the same content at two paths and as two languages.
+const MIXED: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        "pub fn parse_config() {}\npub fn Parse_Config() {}\nfn parse_configs() { parse_config(); PARSE(); }\nstruct Runtime;\nfn runtime_builder() -> Runtime { Runtime }\n",
+    ),
+    (
+        "src/copy.rs",
+        "pub fn parse_config() {}\npub fn Parse_Config() {}\nfn parse_configs() { parse_config(); PARSE(); }\nstruct Runtime;\nfn runtime_builder() -> Runtime { Runtime }\n",
+    ),
+    (
+        "src/unicode.rs",
+        "fn \u{212A}elvin_scale() {}\nfn \u{130}stanbul() {}\nfn ΣΊΣΥΦΟΣ() {}\nfn σίσυφος() {}\nfn ñame() { \u{212A}elvin_scale(); }\n",
+    ),
+    (
+        "app/util.py",
+        "def parse_config():\n    return 1\n\n\nclass Runtime:\n    pass\n\n\nparse_config()\nRuntime()\n",
+    ),
+    (
+        "web/same.js",
+        "function parseConfig() {}\nclass Runtime {}\nparseConfig();\n",
+    ),
+    (
+        "web/same.ts",
+        "function parseConfig() {}\nclass Runtime {}\nparseConfig();\n",
+    ),
+    (
+        "go/main.go",
+        "package main\n\nfunc ParseConfig() {}\n\nfunc main() {\n\tParseConfig()\n}\n",
+    ),
+    (
+        "java/App.java",
+        "class App {\n  void run() {\n    parseConfig();\n  }\n  void parseConfig() {}\n}\n",
+    ),
+];
+
+/// Queries whose answers the names table must not change.
+fn mixed_queries() -> Vec<Value> {
+    let mut queries = Vec::new();
+    for name in [
+        "parse_config",
+        "Parse_Config",
+        "parseConfig",
+        "ParseConfig",
+        "Runtime",
+        "PARSE",
+        "\u{212A}elvin_scale",
+        "ñame",
+        "absent",
+    ] {
+        queries.push(json!({ "query": name }));
+        queries.push(json!({ "query": name, "role": "definition" }));
+    }
+    for prefix in [
+        "p", "P", "parse", "Parse", "PARSE", "parse_c", "runtime", "Run", "kelvin", "Kelvin",
+        "\u{212A}", "i", "İst", "σίσ", "σ", "Σ", "ñ", "Ñ", "zzz",
+    ] {
+        queries.push(json!({ "query": prefix, "match": "prefix", "maxResults": 1000 }));
+    }
+    for fuzzy in ["pcfg", "rtm", "PC", "kel", "σσ"] {
+        queries.push(json!({ "query": fuzzy, "match": "fuzzy", "maxResults": 1000 }));
+    }
+    queries.push(json!({ "query": "parse", "match": "prefix", "kind": "call" }));
+    queries.push(json!({ "query": "parse", "match": "prefix", "language": "typescript" }));
+    queries.push(json!({ "query": "parse", "match": "prefix", "paths": ["src/**"] }));
+    queries.push(json!({ "query": "p", "match": "prefix", "maxResults": 3 }));
+    queries
+}
+
+/// Asserts that a fresh handle on a complete index file (answering through the names table)
+/// and a complete in-memory index (which has no names table: it matches every tag of every
+/// file) answer each query the same at `rev`.
+fn assert_names_table_answers_as_a_full_scan(repo: &Path, home: &Path, rev: &str) {
+    let path = home.join("s.redb");
+    let stats = complete(
+        repo,
+        Arc::new(SymbolIndex::open(&path).expect("index")),
+        Some(rev),
+    );
+    assert!(stats.files >= MIXED.len() - 1, "{stats:?}");
+    let memory = Arc::new(SymbolIndex::in_memory("reference"));
+    assert_eq!(complete(repo, memory.clone(), Some(rev)).files, stats.files);
+    for query in mixed_queries() {
+        let mut query = query;
+        query["ref"] = json!(rev);
+        let indexed = call_with(
+            repo,
+            Arc::new(SymbolIndex::open(&path).expect("index")),
+            query.clone(),
+        )
+        .expect("indexed");
+        let scanned = call_with(repo, memory.clone(), query.clone()).expect("scanned");
+        assert_eq!(indexed["parsedFiles"], 0, "{query}");
+        assert_eq!(indexed["unindexedFiles"], 0, "{query}");
+        assert_eq!(scanned["unindexedFiles"], 0, "{query}");
+        for field in ["symbols", "matchCount", "truncated", "indexedFiles"] {
+            assert_eq!(
+                indexed[field], scanned[field],
+                "{field} of {query} at {rev}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_names_table_answers_as_a_full_scan() {
+    let mut repo = TestRepo::new();
+    repo.write_all(MIXED);
+    repo.commit("base");
+    let home = tempfile::tempdir().expect("temp dir");
+    // Sanity: the fixture's names are found (an answer of nothing everywhere would pass).
+    let out = call_with(
+        repo.path(),
+        Arc::new(SymbolIndex::in_memory("reference")),
+        json!({ "query": "parse_config" }),
+    )
+    .expect("reference");
+    // lib.rs and its copy, util.py: a definition and a call each.
+    assert_eq!(out["matchCount"], 6);
+    let out = call_with(
+        repo.path(),
+        Arc::new(SymbolIndex::in_memory("reference")),
+        json!({ "query": "kelvin", "match": "prefix" }),
+    )
+    .expect("reference");
+    assert_eq!(out["matchCount"], 2);
+    assert_names_table_answers_as_a_full_scan(repo.path(), home.path(), "HEAD");
+    // A rename, and a commit changing one file: the new blob is indexed, the old ones kept.
+    repo.git(&["mv", "src/copy.rs", "src/renamed.rs"]);
+    repo.write(
+        "app/util.py",
+        "def parse_config():\n    return 2\n\n\ndef parse_configs():\n    pass\n\n\nparse_configs()\n",
+    );
+    repo.commit("rename and change");
+    assert_names_table_answers_as_a_full_scan(repo.path(), home.path(), "HEAD");
+    assert_names_table_answers_as_a_full_scan(repo.path(), home.path(), "HEAD~1");
+    // An uncommitted edit in the work tree.
+    repo.write("go/main.go", "package main\n\nfunc ParseConfigs() {}\n");
+    assert_names_table_answers_as_a_full_scan(repo.path(), home.path(), "WORKTREE");
+}
+
+#[test]
+fn a_new_handle_sees_work_tree_edits_made_after_its_stamps_were_stored() {
+    let fx = fixture();
+    // Old modification times: the first handle stores the files' stamps.
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2020-01-01 00:00:00", "src/lib.rs", "app/util.py"])
+        .current_dir(fx.repo.path())
+        .status()
+        .expect("touch runs");
+    assert!(touched.success());
+    let query = json!({ "query": "parse_config", "ref": "WORKTREE" });
+    let first = fx.call(query.clone()).expect("first");
+    assert_eq!(first["matchCount"], 4);
+    // A second handle (a new process) trusts the stored stamps: nothing parsed, same answer.
+    let again = fx.call(query.clone()).expect("again");
+    assert_eq!(again["parsedFiles"], 0);
+    assert_eq!(again["symbols"], first["symbols"]);
+    // An edit (new size and modification time) is seen by the next handle.
+    fx.repo.write(
+        "src/lib.rs",
+        "pub fn parse_config() -> u8 {\n    0\n}\n\nfn main() {\n    parse_config();\n    parse_config();\n}\n",
+    );
+    let edited = fx.call(query.clone()).expect("edited");
+    assert_eq!(edited["parsedFiles"], 1);
+    assert_eq!(edited["matchCount"], 5);
+    // Back to the old content with its old time (a new inode or not, a stored stamp that no
+    // longer matches is not trusted): the old answer.
+    fx.repo.write(
+        "src/lib.rs",
+        "pub fn parse_config() -> u8 {\n    0\n}\n\nfn main() {\n    parse_config();\n}\n",
+    );
+    let back = fx.call(query).expect("back");
+    assert_eq!(back["matchCount"], 4);
+    assert_eq!(back["symbols"], first["symbols"]);
+}
