@@ -14,6 +14,9 @@ use review_agent_gateway::protocol::{AgentEvent, Confidence, Severity};
 use review_agent_gateway::report::{self, ReportInput};
 use review_agent_gateway::review::{self, ReviewOptions};
 
+#[path = "cli/install.rs"]
+mod install_cli;
+
 const TOOL_NAME: &str = "review-agent-gateway";
 const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -50,6 +53,15 @@ enum Command {
     /// Call a repository tool (DESIGN §7) and print its JSON output, or `tool list` to list
     /// the tools with their side effect and description.
     Tool(ToolArgs),
+    /// Register the native messaging host with browsers: writes the host manifest (and a
+    /// launcher) to every location each browser reads, or the registry on Windows, and prints
+    /// every file/key written.
+    Install(install_cli::InstallArgs),
+    /// Remove what `install` wrote (only files that are ours).
+    Uninstall(install_cli::UninstallArgs),
+    /// Check the installed host manifests the way the browser will, that the host answers
+    /// `hello`, and that the daemon is reachable; prints what to fix (exit 1 when something is).
+    Doctor(install_cli::DoctorArgs),
 }
 
 #[derive(clap::Args)]
@@ -282,6 +294,15 @@ enum ColorArg {
 }
 
 fn main() -> ExitCode {
+    // On Windows the host manifest names this binary, which the browser starts with its own
+    // argv (an origin, or a manifest path and an add-on id): run `native-host` then
+    // (installer::launcher). Elsewhere a launcher script passes `native-host` itself.
+    #[cfg(windows)]
+    let cli = {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        Cli::parse_from(installer::launcher::browser_invocation(&args).unwrap_or(args))
+    };
+    #[cfg(not(windows))]
     let cli = Cli::parse();
     match cli.command {
         Command::Review(args) => review_command(args),
@@ -293,6 +314,9 @@ fn main() -> ExitCode {
         Command::Runs(command) => runs_command(command),
         Command::Serve(args) => serve_command(args),
         Command::Tool(args) => tool_command(args),
+        Command::Install(args) => install_cli::install_command(args),
+        Command::Uninstall(args) => install_cli::uninstall_command(args),
+        Command::Doctor(args) => install_cli::doctor_command(args),
     }
 }
 

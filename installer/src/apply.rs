@@ -192,7 +192,9 @@ fn ours(bytes: &[u8]) -> Result<(), String> {
             Some(other) => Err(format!("its name is {other:?}, not {:?}", crate::HOST_NAME)),
             None => Err("it has no `name`".into()),
         },
-        Err(e) => Err(format!("it is not a JSON manifest ({e}); remove it by hand if it is ours")),
+        Err(e) => Err(format!(
+            "it is not a JSON manifest ({e}); remove it by hand if it is ours"
+        )),
     }
 }
 

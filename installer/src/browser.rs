@@ -165,7 +165,9 @@ impl fmt::Display for Browser {
 
 /// A browser name [`Browser::from_str`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown browser {0:?}: expected chrome, chromium, edge, brave, vivaldi, firefox, librewolf or all")]
+#[error(
+    "unknown browser {0:?}: expected chrome, chromium, edge, brave, vivaldi, firefox, librewolf or all"
+)]
 pub struct UnknownBrowser(pub String);
 
 impl FromStr for Browser {
@@ -193,15 +195,18 @@ mod tests {
 
     #[test]
     fn selection_expands_all_and_dedups() {
-        assert_eq!(Browser::parse_selection("all").unwrap(), Browser::ALL.to_vec());
         assert_eq!(
-            Browser::parse_selection("firefox,chrome,Firefox").unwrap(),
+            Browser::parse_selection("all").expect("valid"),
+            Browser::ALL.to_vec()
+        );
+        assert_eq!(
+            Browser::parse_selection("firefox,chrome,Firefox").expect("valid"),
             vec![Browser::Chrome, Browser::Firefox]
         );
         assert!(Browser::parse_selection("safari").is_err());
         assert!(Browser::parse_selection("").is_err());
         for b in Browser::ALL {
-            assert_eq!(b.name().parse::<Browser>().unwrap(), b);
+            assert_eq!(b.name().parse::<Browser>().expect("valid"), b);
         }
     }
 }

@@ -73,23 +73,40 @@ pub fn inspect(
                     Ok(Some(value)) => manifest_path = PathBuf::from(value),
                     Ok(None) => continue,
                     Err(e) => {
-                        problems.push(Problem::new("manifest.registry_unreadable", e.to_string(), e.remediation()));
+                        problems.push(Problem::new(
+                            "manifest.registry_unreadable",
+                            e.to_string(),
+                            e.remediation(),
+                        ));
                     }
                 }
             }
-            if !seen.insert((location.browser.family(), manifest_path.clone(), location.registry.clone())) {
+            if !seen.insert((
+                location.browser.family(),
+                manifest_path.clone(),
+                location.registry.clone(),
+            )) {
                 continue;
             }
             let bytes = match std::fs::read(&manifest_path) {
                 Ok(bytes) => bytes,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && location.registry.is_none() => continue,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound && location.registry.is_none() =>
+                {
+                    continue;
+                }
                 Err(e) => {
                     problems.push(Problem::new(
                         "manifest.unreadable",
                         format!("cannot read {}: {e}", manifest_path.display()),
                         reinstall(&location),
                     ));
-                    reports.push(ManifestReport { location, manifest_path, problems, hello: None });
+                    reports.push(ManifestReport {
+                        location,
+                        manifest_path,
+                        problems,
+                        hello: None,
+                    });
                     continue;
                 }
             };
@@ -102,8 +119,15 @@ pub fn inspect(
 
 /// The command that fixes most problems at `location`.
 fn reinstall(location: &Location) -> String {
-    let system = if location.scope == Scope::System { " --system" } else { "" };
-    format!("run `review-agent-gateway install --browser {}{system}`", location.browser)
+    let system = if location.scope == Scope::System {
+        " --system"
+    } else {
+        ""
+    };
+    format!(
+        "run `review-agent-gateway install --browser {}{system}`",
+        location.browser
+    )
 }
 
 fn inspect_one(
@@ -116,16 +140,26 @@ fn inspect_one(
 ) -> ManifestReport {
     let family = location.family();
     let fix = reinstall(&location);
-    let (parsed, found) = manifest::check(bytes, family, crate::HOST_NAME, env.os != Os::Windows, &fix);
+    let (parsed, found) =
+        manifest::check(bytes, family, crate::HOST_NAME, env.os != Os::Windows, &fix);
     problems.extend(found);
     let mut hello = None;
     let Some(parsed) = parsed else {
-        return ManifestReport { location, manifest_path, problems, hello };
+        return ManifestReport {
+            location,
+            manifest_path,
+            problems,
+            hello,
+        };
     };
     let allowed: Vec<String> = parsed
         .get(manifest::allowlist_key(family))
         .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     for expected in options.expected.allowlist(family) {
         if !allowed.contains(&expected) {
@@ -140,9 +174,17 @@ fn inspect_one(
             ));
         }
     }
-    let host_path = parsed.get("path").and_then(Value::as_str).unwrap_or_default();
+    let host_path = parsed
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if problems.iter().any(|p| p.code.starts_with("manifest.path")) || host_path.is_empty() {
-        return ManifestReport { location, manifest_path, problems, hello };
+        return ManifestReport {
+            location,
+            manifest_path,
+            problems,
+            hello,
+        };
     }
     let host = resolve_host_path(env, &manifest_path, host_path);
     let before = problems.len();
@@ -151,7 +193,12 @@ fn inspect_one(
         && let Ok(script) = std::fs::read_to_string(&host)
         && let Some(binary) = launcher::binary_of(&script)
     {
-        check_executable(Path::new(&binary), "the binary the launcher runs", &fix, &mut problems);
+        check_executable(
+            Path::new(&binary),
+            "the binary the launcher runs",
+            &fix,
+            &mut problems,
+        );
     }
     if options.probe_host && problems.is_empty() {
         let args = browser_args(family, &manifest_path, &allowed);
@@ -164,14 +211,21 @@ fn inspect_one(
             )),
         }
     }
-    ManifestReport { location, manifest_path, problems, hello }
+    ManifestReport {
+        location,
+        manifest_path,
+        problems,
+        hello,
+    }
 }
 
 /// On Windows a relative `path` is relative to the manifest's directory.
 fn resolve_host_path(env: &Environment, manifest_path: &Path, host_path: &str) -> PathBuf {
     let path = PathBuf::from(host_path);
     if env.os == Os::Windows && !path.is_absolute() {
-        manifest_path.parent().map_or(path.clone(), |dir| dir.join(&path))
+        manifest_path
+            .parent()
+            .map_or(path.clone(), |dir| dir.join(&path))
     } else {
         path
     }
@@ -263,11 +317,22 @@ pub fn probe_hello(program: &Path, args: &[String], timeout: Duration) -> Result
     let _ = child.kill();
     let status = child.wait().ok();
     let stderr_tail = || {
-        let bytes = erx.recv_timeout(Duration::from_millis(500)).unwrap_or_default();
+        let bytes = erx
+            .recv_timeout(Duration::from_millis(500))
+            .unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        let text = text.trim();
-        let tail: String = text.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
-        if tail.is_empty() { String::new() } else { format!("; stderr: {tail}") }
+        let joined = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let tail: String = joined.chars().take(300).collect();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {tail}")
+        }
     };
     match outcome {
         Err(_) => Err(format!("no reply within {} ms", timeout.as_millis())),

@@ -161,7 +161,9 @@ mod tests {
         let id = "knldjmfmopnpolahpmmgbagdohdnhkik";
         assert!(is_chrome_extension_id(id));
         assert!(is_chrome_origin(&chrome_origin(id)));
-        assert!(!is_chrome_origin("chrome-extension://knldjmfmopnpolahpmmgbagdohdnhkik"));
+        assert!(!is_chrome_origin(
+            "chrome-extension://knldjmfmopnpolahpmmgbagdohdnhkik"
+        ));
         assert!(!is_chrome_origin("chrome-extension://*/"));
         assert!(!is_chrome_extension_id("knldjmfmopnpolahpmmgbagdohdnhkiz"));
         assert!(!is_chrome_extension_id("KNLDJMFMOPNPOLAHPMMGBAGDOHDNHKIK"));

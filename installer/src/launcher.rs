@@ -54,7 +54,9 @@ pub fn binary_of(script: &str) -> Option<String> {
         return None;
     }
     let line = script.lines().rev().find(|l| l.starts_with("exec '"))?;
-    let quoted = line.strip_prefix("exec ")?.strip_suffix(" native-host \"$@\"")?;
+    let quoted = line
+        .strip_prefix("exec ")?
+        .strip_suffix(" native-host \"$@\"")?;
     // Undo sh_quote: '...' pieces joined by \'.
     let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
     Some(inner.replace(r"'\''", "'"))
@@ -88,7 +90,11 @@ mod tests {
 
     #[test]
     fn quoting_round_trips() {
-        for path in ["/usr/bin/x", "/home/a b/it's/ré 日本/bin", "/x/'$(rm -rf)'`\\\"/y"] {
+        for path in [
+            "/usr/bin/x",
+            "/home/a b/it's/ré 日本/bin",
+            "/x/'$(rm -rf)'`\\\"/y",
+        ] {
             let script = render(path, false);
             assert_eq!(binary_of(&script).as_deref(), Some(path), "{script}");
             assert_eq!(binary_of(&render(path, true)).as_deref(), Some(path));
@@ -102,12 +108,23 @@ mod tests {
         let chrome = os(&["gw.exe", "chrome-extension://abc/", "--parent-window=0"]);
         assert_eq!(
             browser_invocation(&chrome),
-            Some(os(&["gw.exe", "native-host", "chrome-extension://abc/", "--parent-window=0"]))
+            Some(os(&[
+                "gw.exe",
+                "native-host",
+                "chrome-extension://abc/",
+                "--parent-window=0"
+            ]))
         );
         let firefox = os(&["gw.exe", r"C:\m\com.review_agent.gateway.json", "a@b"]);
         assert_eq!(browser_invocation(&firefox).map(|v| v.len()), Some(4));
-        assert_eq!(browser_invocation(&os(&["gw.exe", "review", "--base", "x"])), None);
-        assert_eq!(browser_invocation(&os(&["gw.exe", "x.json", "not an id"])), None);
+        assert_eq!(
+            browser_invocation(&os(&["gw.exe", "review", "--base", "x"])),
+            None
+        );
+        assert_eq!(
+            browser_invocation(&os(&["gw.exe", "x.json", "not an id"])),
+            None
+        );
         assert_eq!(browser_invocation(&os(&["gw.exe"])), None);
     }
 }

@@ -76,7 +76,13 @@ mod tests {
     #[test]
     fn defaults_are_valid_ids() {
         let ids = super::ids_with_defaults::<&str>(&[]).expect("defaults are valid");
-        assert_eq!(ids.chrome().len(), usize::from(super::COMPANION_CHROME_EXTENSION_ID.is_some()));
-        assert_eq!(ids.firefox().len(), usize::from(super::COMPANION_FIREFOX_EXTENSION_ID.is_some()));
+        assert_eq!(
+            ids.chrome().len(),
+            usize::from(super::COMPANION_CHROME_EXTENSION_ID.is_some())
+        );
+        assert_eq!(
+            ids.firefox().len(),
+            usize::from(super::COMPANION_FIREFOX_EXTENSION_ID.is_some())
+        );
     }
 }

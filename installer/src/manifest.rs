@@ -163,7 +163,9 @@ pub fn check(
             "manifest.type_invalid",
             format!(
                 "`type` is {}, not \"stdio\"",
-                manifest.get("type").map_or("missing".into(), Value::to_string)
+                manifest
+                    .get("type")
+                    .map_or("missing".into(), Value::to_string)
             ),
             format!("{reinstall}."),
         ));
@@ -212,13 +214,12 @@ pub fn check(
                 let text = entry.as_str().unwrap_or_default();
                 match family {
                     Family::Chromium if !ids::is_chrome_origin(text) => {
-                        let hint = if text.starts_with("chrome-extension://")
-                            && !text.ends_with('/')
-                        {
-                            " (the trailing slash is missing)"
-                        } else {
-                            ""
-                        };
+                        let hint =
+                            if text.starts_with("chrome-extension://") && !text.ends_with('/') {
+                                " (the trailing slash is missing)"
+                            } else {
+                                ""
+                            };
                         problems.push(Problem::new(
                             "manifest.origin_invalid",
                             format!(
@@ -273,8 +274,13 @@ mod tests {
         let m = render(Family::Chromium, "/opt/My \"Apps\"/ré\\host", &origins);
         let text = to_file_text(&m);
         assert!(!text.as_bytes().starts_with(BOM));
-        let (parsed, problems) =
-            check(text.as_bytes(), Family::Chromium, crate::HOST_NAME, true, "reinstall");
+        let (parsed, problems) = check(
+            text.as_bytes(),
+            Family::Chromium,
+            crate::HOST_NAME,
+            true,
+            "reinstall",
+        );
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(parsed.expect("parsed")["path"], "/opt/My \"Apps\"/ré\\host");
         let m = render(Family::Firefox, "/x", &["a@b".to_owned()]);
@@ -306,20 +312,35 @@ mod tests {
         let mut bom = BOM.to_vec();
         bom.extend_from_slice(good.as_bytes());
         assert_eq!(codes(&bom, Family::Chromium), ["manifest.bom"]);
-        assert_eq!(codes(b"{\"name\": ", Family::Chromium), ["manifest.json_invalid"]);
+        assert_eq!(
+            codes(b"{\"name\": ", Family::Chromium),
+            ["manifest.json_invalid"]
+        );
         assert_eq!(codes(b"[]", Family::Chromium), ["manifest.json_invalid"]);
         let no_slash = good.replace("hkik/", "hkik");
-        assert_eq!(codes(no_slash.as_bytes(), Family::Chromium), ["manifest.origin_invalid"]);
+        assert_eq!(
+            codes(no_slash.as_bytes(), Family::Chromium),
+            ["manifest.origin_invalid"]
+        );
         let relative = good.replace("\"/x\"", "\"x\"");
-        assert_eq!(codes(relative.as_bytes(), Family::Chromium), ["manifest.path_relative"]);
+        assert_eq!(
+            codes(relative.as_bytes(), Family::Chromium),
+            ["manifest.path_relative"]
+        );
         let bad_name = good.replace("com.review_agent.gateway", "com..x");
-        assert_eq!(codes(bad_name.as_bytes(), Family::Chromium), ["manifest.name_invalid"]);
+        assert_eq!(
+            codes(bad_name.as_bytes(), Family::Chromium),
+            ["manifest.name_invalid"]
+        );
         // A Chrome manifest read by Firefox: wrong key, missing allowlist.
         assert_eq!(
             codes(good.as_bytes(), Family::Firefox),
             ["manifest.allowlist_mixed", "manifest.allowlist_missing"]
         );
         let ff = to_file_text(&render(Family::Firefox, "/x", &["not-an-id".to_owned()]));
-        assert_eq!(codes(ff.as_bytes(), Family::Firefox), ["manifest.extension_id_invalid"]);
+        assert_eq!(
+            codes(ff.as_bytes(), Family::Firefox),
+            ["manifest.extension_id_invalid"]
+        );
     }
 }

@@ -291,9 +291,17 @@ fn macos_dir(env: &Environment, browser: Browser, scope: Scope) -> PathBuf {
         Browser::Librewolf => "LibreWolf",
     };
     match (scope, browser) {
-        (Scope::User, _) => env.home.join(support).join(app).join("NativeMessagingHosts"),
-        (Scope::System, Browser::Chrome) => system(env, "/Library/Google/Chrome/NativeMessagingHosts"),
-        (Scope::System, Browser::Edge) => system(env, "/Library/Microsoft/Edge/NativeMessagingHosts"),
+        (Scope::User, _) => env
+            .home
+            .join(support)
+            .join(app)
+            .join("NativeMessagingHosts"),
+        (Scope::System, Browser::Chrome) => {
+            system(env, "/Library/Google/Chrome/NativeMessagingHosts")
+        }
+        (Scope::System, Browser::Edge) => {
+            system(env, "/Library/Microsoft/Edge/NativeMessagingHosts")
+        }
         (Scope::System, _) => system(env, "/")
             .join(support)
             .join(app)
@@ -308,17 +316,21 @@ fn windows_location(
 ) -> Result<Location, InstallerError> {
     let (base, hive) = match scope {
         Scope::User => (
-            env.local_app_data.as_ref().ok_or(InstallerError::MissingEnvironment {
-                what: "the local application data folder",
-                hint: "LOCALAPPDATA",
-            })?,
+            env.local_app_data
+                .as_ref()
+                .ok_or(InstallerError::MissingEnvironment {
+                    what: "the local application data folder",
+                    hint: "LOCALAPPDATA",
+                })?,
             Hive::CurrentUser,
         ),
         Scope::System => (
-            env.program_data.as_ref().ok_or(InstallerError::MissingEnvironment {
-                what: "the program data folder",
-                hint: "ProgramData",
-            })?,
+            env.program_data
+                .as_ref()
+                .ok_or(InstallerError::MissingEnvironment {
+                    what: "the program data folder",
+                    hint: "ProgramData",
+                })?,
             Hive::LocalMachine,
         ),
     };
@@ -385,7 +397,10 @@ pub struct InstallRequest<'a> {
 /// - [`InstallerError::MissingExtensionId`] when a selected family has no id in `ids`.
 /// - [`InstallerError::RelativeBinary`] / [`InstallerError::NonUtf8Path`] for the binary path.
 /// - what [`locations`] returns.
-pub fn plan(env: &Environment, request: &InstallRequest<'_>) -> Result<Vec<Target>, InstallerError> {
+pub fn plan(
+    env: &Environment,
+    request: &InstallRequest<'_>,
+) -> Result<Vec<Target>, InstallerError> {
     let binary_str = request
         .host_binary
         .to_str()
@@ -395,10 +410,13 @@ pub fn plan(env: &Environment, request: &InstallRequest<'_>) -> Result<Vec<Targe
         _ => binary_str.starts_with('/'),
     };
     if !absolute {
-        return Err(InstallerError::RelativeBinary(request.host_binary.to_path_buf()));
+        return Err(InstallerError::RelativeBinary(
+            request.host_binary.to_path_buf(),
+        ));
     }
     for family in [Family::Chromium, Family::Firefox] {
-        if request.browsers.iter().any(|b| b.family() == family) && request.ids.of(family).is_empty()
+        if request.browsers.iter().any(|b| b.family() == family)
+            && request.ids.of(family).is_empty()
         {
             return Err(InstallerError::MissingExtensionId {
                 family: family.label(),

@@ -109,7 +109,10 @@ mod imp {
     use crate::plan::RegistryKey;
 
     fn unsupported() -> io::Error {
-        io::Error::new(io::ErrorKind::Unsupported, "the registry exists only on Windows")
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the registry exists only on Windows",
+        )
     }
 
     pub(super) fn set_default(_: &RegistryKey, _: &Path) -> io::Result<()> {

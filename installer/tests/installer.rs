@@ -87,7 +87,12 @@ fn ids() -> ExtensionIds {
     ExtensionIds::parse(&[CHROME_ID, FIREFOX_ID]).expect("ids")
 }
 
-fn targets(sandbox: &Sandbox, env: &Environment, browsers: &[Browser], scope: Scope) -> Vec<installer::Target> {
+fn targets(
+    sandbox: &Sandbox,
+    env: &Environment,
+    browsers: &[Browser],
+    scope: Scope,
+) -> Vec<installer::Target> {
     let ids = ids();
     plan(
         env,
@@ -102,7 +107,11 @@ fn targets(sandbox: &Sandbox, env: &Environment, browsers: &[Browser], scope: Sc
 }
 
 /// Manifest directories relative to home (user) or root (system), per browser.
-fn relative_dirs(sandbox: &Sandbox, env: &Environment, scope: Scope) -> Vec<(Browser, Option<&'static str>, String)> {
+fn relative_dirs(
+    sandbox: &Sandbox,
+    env: &Environment,
+    scope: Scope,
+) -> Vec<(Browser, Option<&'static str>, String)> {
     let base = match scope {
         Scope::User => &sandbox.home,
         Scope::System => &sandbox.root,
@@ -112,7 +121,11 @@ fn relative_dirs(sandbox: &Sandbox, env: &Environment, scope: Scope) -> Vec<(Bro
         .into_iter()
         .map(|l| {
             let dir = l.manifest_path.parent().expect("parent");
-            let rel = dir.strip_prefix(base).expect("under base").display().to_string();
+            let rel = dir
+                .strip_prefix(base)
+                .expect("under base")
+                .display()
+                .to_string();
             (l.browser, l.flatpak, rel)
         })
         .collect()
@@ -125,13 +138,41 @@ fn linux_user_locations_for_every_browser() {
     assert_eq!(
         relative_dirs(&sandbox, &env, Scope::User),
         [
-            (Browser::Chrome, None, ".config/google-chrome/NativeMessagingHosts".to_owned()),
-            (Browser::Chromium, None, ".config/chromium/NativeMessagingHosts".to_owned()),
-            (Browser::Edge, None, ".config/microsoft-edge/NativeMessagingHosts".to_owned()),
-            (Browser::Brave, None, ".config/BraveSoftware/Brave-Browser/NativeMessagingHosts".to_owned()),
-            (Browser::Vivaldi, None, ".config/vivaldi/NativeMessagingHosts".to_owned()),
-            (Browser::Firefox, None, ".mozilla/native-messaging-hosts".to_owned()),
-            (Browser::Librewolf, None, ".librewolf/native-messaging-hosts".to_owned()),
+            (
+                Browser::Chrome,
+                None,
+                ".config/google-chrome/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Chromium,
+                None,
+                ".config/chromium/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Edge,
+                None,
+                ".config/microsoft-edge/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Brave,
+                None,
+                ".config/BraveSoftware/Brave-Browser/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Vivaldi,
+                None,
+                ".config/vivaldi/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Firefox,
+                None,
+                ".mozilla/native-messaging-hosts".to_owned()
+            ),
+            (
+                Browser::Librewolf,
+                None,
+                ".librewolf/native-messaging-hosts".to_owned()
+            ),
         ]
     );
     // $XDG_CONFIG_HOME moves the Chrome family, not Firefox.
@@ -149,8 +190,14 @@ fn flatpak_locations_only_when_the_flatpak_is_installed() {
     assert!(none.iter().all(|(_, flatpak, _)| flatpak.is_none()));
     // One found by its data dir, one by a user installation, one by a system installation.
     std::fs::create_dir_all(sandbox.home.join(".var/app/org.chromium.Chromium")).expect("mkdir");
-    std::fs::create_dir_all(sandbox.home.join(".local/share/flatpak/app/org.mozilla.firefox")).expect("mkdir");
-    std::fs::create_dir_all(sandbox.root.join("var/lib/flatpak/app/com.google.Chrome")).expect("mkdir");
+    std::fs::create_dir_all(
+        sandbox
+            .home
+            .join(".local/share/flatpak/app/org.mozilla.firefox"),
+    )
+    .expect("mkdir");
+    std::fs::create_dir_all(sandbox.root.join("var/lib/flatpak/app/com.google.Chrome"))
+        .expect("mkdir");
     let env = sandbox.env(Os::Linux);
     let flatpak: Vec<_> = relative_dirs(&sandbox, &env, Scope::User)
         .into_iter()
@@ -159,18 +206,46 @@ fn flatpak_locations_only_when_the_flatpak_is_installed() {
     assert_eq!(
         flatpak,
         [
-            (Browser::Chrome, Some("com.google.Chrome"), ".var/app/com.google.Chrome/config/google-chrome/NativeMessagingHosts".to_owned()),
-            (Browser::Chromium, Some("org.chromium.Chromium"), ".var/app/org.chromium.Chromium/config/chromium/NativeMessagingHosts".to_owned()),
-            (Browser::Firefox, Some("org.mozilla.firefox"), ".var/app/org.mozilla.firefox/.mozilla/native-messaging-hosts".to_owned()),
+            (
+                Browser::Chrome,
+                Some("com.google.Chrome"),
+                ".var/app/com.google.Chrome/config/google-chrome/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Chromium,
+                Some("org.chromium.Chromium"),
+                ".var/app/org.chromium.Chromium/config/chromium/NativeMessagingHosts".to_owned()
+            ),
+            (
+                Browser::Firefox,
+                Some("org.mozilla.firefox"),
+                ".var/app/org.mozilla.firefox/.mozilla/native-messaging-hosts".to_owned()
+            ),
         ]
     );
     // The sandboxed launcher leaves the sandbox through flatpak-spawn; the native one does not.
     let all = targets(&sandbox, &env, &[Browser::Chromium], Scope::User);
     assert_eq!(all.len(), 2);
-    assert!(!all[0].launcher.as_deref().expect("launcher").contains("flatpak-spawn"));
-    assert!(all[1].launcher.as_deref().expect("launcher").contains("flatpak-spawn --host"));
+    assert!(
+        !all[0]
+            .launcher
+            .as_deref()
+            .expect("launcher")
+            .contains("flatpak-spawn")
+    );
+    assert!(
+        all[1]
+            .launcher
+            .as_deref()
+            .expect("launcher")
+            .contains("flatpak-spawn --host")
+    );
     // Never for the system scope.
-    assert!(relative_dirs(&sandbox, &env, Scope::System).iter().all(|(_, f, _)| f.is_none()));
+    assert!(
+        relative_dirs(&sandbox, &env, Scope::System)
+            .iter()
+            .all(|(_, f, _)| f.is_none())
+    );
 }
 
 #[test]
@@ -194,7 +269,11 @@ fn system_locations_linux_and_macos_under_the_injected_root() {
     );
     std::fs::create_dir_all(sandbox.root.join("usr/lib64")).expect("mkdir");
     let with_lib64 = relative_dirs(&sandbox, &sandbox.env(Os::Linux), Scope::System);
-    assert!(with_lib64.iter().any(|(_, _, d)| d == "usr/lib64/mozilla/native-messaging-hosts"));
+    assert!(
+        with_lib64
+            .iter()
+            .any(|(_, _, d)| d == "usr/lib64/mozilla/native-messaging-hosts")
+    );
 
     let mac: Vec<String> = relative_dirs(&sandbox, &sandbox.env(Os::MacOs), Scope::System)
         .into_iter()
@@ -213,9 +292,18 @@ fn system_locations_linux_and_macos_under_the_injected_root() {
         ]
     );
     let mac_user = relative_dirs(&sandbox, &sandbox.env(Os::MacOs), Scope::User);
-    assert_eq!(mac_user[0].2, "Library/Application Support/Google/Chrome/NativeMessagingHosts");
-    assert_eq!(mac_user[2].2, "Library/Application Support/Microsoft Edge/NativeMessagingHosts");
-    assert_eq!(mac_user[5].2, "Library/Application Support/Mozilla/NativeMessagingHosts");
+    assert_eq!(
+        mac_user[0].2,
+        "Library/Application Support/Google/Chrome/NativeMessagingHosts"
+    );
+    assert_eq!(
+        mac_user[2].2,
+        "Library/Application Support/Microsoft Edge/NativeMessagingHosts"
+    );
+    assert_eq!(
+        mac_user[5].2,
+        "Library/Application Support/Mozilla/NativeMessagingHosts"
+    );
 }
 
 #[test]
@@ -250,22 +338,58 @@ fn windows_plans_use_registry_keys_and_the_binary_itself() {
     );
     assert_eq!(
         user[0].location.manifest_path,
-        PathBuf::from(format!(r"C:\Users\Zoë\AppData\Local\review-agent-gateway\NativeMessagingHosts\chrome\{name}.json"))
+        PathBuf::from(format!(
+            r"C:\Users\Zoë\AppData\Local\review-agent-gateway\NativeMessagingHosts\chrome\{name}.json"
+        ))
     );
-    assert!(user.iter().all(|t| t.launcher.is_none() && t.location.launcher_path.is_none()));
+    assert!(
+        user.iter()
+            .all(|t| t.launcher.is_none() && t.location.launcher_path.is_none())
+    );
     assert_eq!(user[0].manifest["path"], binary.to_str().expect("utf-8"));
     let system = plan(&env, &request(Scope::System)).expect("plan");
-    assert!(system[5].location.registry.as_ref().expect("key").to_string().starts_with(r"HKEY_LOCAL_MACHINE\Software\Mozilla"));
-    assert!(system[5].location.manifest_path.to_str().expect("utf-8").starts_with(r"C:\ProgramData\review-agent-gateway"));
+    assert!(
+        system[5]
+            .location
+            .registry
+            .as_ref()
+            .expect("key")
+            .to_string()
+            .starts_with(r"HKEY_LOCAL_MACHINE\Software\Mozilla")
+    );
+    assert!(
+        system[5]
+            .location
+            .manifest_path
+            .to_str()
+            .expect("utf-8")
+            .starts_with(r"C:\ProgramData\review-agent-gateway")
+    );
     // Off Windows the registry cannot be written: applying fails instead of pretending.
-    let cwd_before: Vec<_> = std::fs::read_dir(".").expect("cwd").map(|e| e.expect("entry").path()).collect();
+    let cwd_before: Vec<_> = std::fs::read_dir(".")
+        .expect("cwd")
+        .map(|e| e.expect("entry").path())
+        .collect();
     assert!(apply::install(&user[..1], false).is_err());
-    let cwd_after: Vec<_> = std::fs::read_dir(".").expect("cwd").map(|e| e.expect("entry").path()).collect();
+    let cwd_after: Vec<_> = std::fs::read_dir(".")
+        .expect("cwd")
+        .map(|e| e.expect("entry").path())
+        .collect();
     assert_eq!(cwd_before, cwd_after, "nothing written before the refusal");
     let dry = apply::install(&user, true).expect("dry run");
-    let manifests = dry.iter().filter(|a| matches!(a, Action::WroteManifest(_))).count();
-    let keys = dry.iter().filter(|a| matches!(a, Action::SetRegistry { .. })).count();
-    assert_eq!((manifests, keys), (2, 5), "one manifest per family, one value per distinct key");
+    let manifests = dry
+        .iter()
+        .filter(|a| matches!(a, Action::WroteManifest(_)))
+        .count();
+    let keys = dry
+        .iter()
+        .filter(|a| matches!(a, Action::SetRegistry { .. }))
+        .count();
+    assert_eq!(
+        (manifests, keys),
+        (2, 5),
+        "one manifest per family, one value per distinct key"
+    );
 }
 
 #[test]
@@ -274,31 +398,58 @@ fn both_manifest_kinds_never_both_allowlists() {
     let env = sandbox.env(Os::Linux);
     for target in targets(&sandbox, &env, &Browser::ALL, Scope::User) {
         let m = &target.manifest;
-        let keys: BTreeSet<&str> = m.as_object().expect("object").keys().map(String::as_str).collect();
+        let keys: BTreeSet<&str> = m
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
         match target.location.browser {
             Browser::Firefox | Browser::Librewolf => {
-                assert_eq!(keys, BTreeSet::from(["name", "description", "path", "type", "allowed_extensions"]));
+                assert_eq!(
+                    keys,
+                    BTreeSet::from(["name", "description", "path", "type", "allowed_extensions"])
+                );
                 assert_eq!(m["allowed_extensions"], serde_json::json!([FIREFOX_ID]));
             }
             _ => {
-                assert_eq!(keys, BTreeSet::from(["name", "description", "path", "type", "allowed_origins"]));
-                assert_eq!(m["allowed_origins"], serde_json::json!([format!("chrome-extension://{CHROME_ID}/")]));
+                assert_eq!(
+                    keys,
+                    BTreeSet::from(["name", "description", "path", "type", "allowed_origins"])
+                );
+                assert_eq!(
+                    m["allowed_origins"],
+                    serde_json::json!([format!("chrome-extension://{CHROME_ID}/")])
+                );
             }
         }
         assert_eq!(m["type"], "stdio");
-        assert_eq!(Path::new(m["path"].as_str().expect("path")), target.location.launcher_path.as_deref().expect("launcher"));
+        assert_eq!(
+            Path::new(m["path"].as_str().expect("path")),
+            target.location.launcher_path.as_deref().expect("launcher")
+        );
     }
     // A family without ids is refused rather than written with an empty allowlist.
     let only_firefox = ExtensionIds::parse(&[FIREFOX_ID]).expect("ids");
     let err = plan(
         &env,
-        &InstallRequest { browsers: &[Browser::Chrome], scope: Scope::User, ids: &only_firefox, host_binary: &sandbox.binary },
+        &InstallRequest {
+            browsers: &[Browser::Chrome],
+            scope: Scope::User,
+            ids: &only_firefox,
+            host_binary: &sandbox.binary,
+        },
     )
     .expect_err("no chrome id");
     assert_eq!(err.code(), "request.invalid");
     let err = plan(
         &env,
-        &InstallRequest { browsers: &[Browser::Firefox], scope: Scope::User, ids: &only_firefox, host_binary: Path::new("relative/bin") },
+        &InstallRequest {
+            browsers: &[Browser::Firefox],
+            scope: Scope::User,
+            ids: &only_firefox,
+            host_binary: Path::new("relative/bin"),
+        },
     )
     .expect_err("relative binary");
     assert!(err.to_string().contains("not absolute"));
@@ -309,9 +460,15 @@ fn dry_run_writes_nothing_and_install_uninstall_are_symmetric() {
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.home.join(".var/app/org.mozilla.firefox")).expect("mkdir");
     // Someone else's host next to ours, and a pre-existing config file.
-    let foreign_dir = sandbox.home.join(".config/google-chrome/NativeMessagingHosts");
+    let foreign_dir = sandbox
+        .home
+        .join(".config/google-chrome/NativeMessagingHosts");
     std::fs::create_dir_all(&foreign_dir).expect("mkdir");
-    std::fs::write(foreign_dir.join("org.other.host.json"), r#"{"name":"org.other.host"}"#).expect("write");
+    std::fs::write(
+        foreign_dir.join("org.other.host.json"),
+        r#"{"name":"org.other.host"}"#,
+    )
+    .expect("write");
     std::fs::write(sandbox.home.join(".config/google-chrome/Local State"), "{}").expect("write");
     let env = sandbox.env(Os::Linux);
     let before = sandbox.files();
@@ -337,18 +494,29 @@ fn dry_run_writes_nothing_and_install_uninstall_are_symmetric() {
     // 7 user + 1 Flatpak + 5 distinct system dirs (Brave shares Chrome's, Vivaldi Chromium's).
     assert_eq!(written.len(), (7 + 1 + 5) * 2);
     let after = sandbox.files();
-    let added: BTreeSet<PathBuf> = after.keys().filter(|p| !before.contains_key(*p)).cloned().collect();
+    let added: BTreeSet<PathBuf> = after
+        .keys()
+        .filter(|p| !before.contains_key(*p))
+        .cloned()
+        .collect();
     assert_eq!(added, written);
     for path in &written {
         let bytes = &after[path];
-        assert!(!bytes.starts_with(b"\xEF\xBB\xBF"), "BOM in {}", path.display());
+        assert!(
+            !bytes.starts_with(b"\xEF\xBB\xBF"),
+            "BOM in {}",
+            path.display()
+        );
         std::str::from_utf8(bytes).expect("UTF-8");
         if path.extension().is_some_and(|e| e == "json") {
             let m: Value = serde_json::from_slice(bytes).expect("JSON");
             assert_eq!(m["name"], installer::HOST_NAME);
         } else {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(std::fs::metadata(path).expect("meta").permissions().mode() & 0o777, 0o755);
+            assert_eq!(
+                std::fs::metadata(path).expect("meta").permissions().mode() & 0o777,
+                0o755
+            );
         }
     }
     // Uninstall removes exactly those files, and leaves the foreign ones.
@@ -365,8 +533,17 @@ fn dry_run_writes_nothing_and_install_uninstall_are_symmetric() {
     }
     assert_eq!(removed, written);
     assert_eq!(sandbox.files(), before);
-    assert!(foreign_dir.is_dir(), "a directory with other hosts in it stays");
-    assert!(!sandbox.home.join(".mozilla/native-messaging-hosts").exists(), "our emptied directory goes");
+    assert!(
+        foreign_dir.is_dir(),
+        "a directory with other hosts in it stays"
+    );
+    assert!(
+        !sandbox
+            .home
+            .join(".mozilla/native-messaging-hosts")
+            .exists(),
+        "our emptied directory goes"
+    );
 }
 
 #[test]
@@ -381,7 +558,11 @@ fn uninstall_leaves_files_that_are_not_ours() {
     std::fs::write(launcher, "#!/bin/sh\necho hand-made\n").expect("write");
     let actions = apply::uninstall(&locations, false).expect("uninstall");
     assert_eq!(actions.len(), 2, "{actions:?}");
-    assert!(actions.iter().all(|a| matches!(a, Action::SkippedNotOurs { .. })));
+    assert!(
+        actions
+            .iter()
+            .all(|a| matches!(a, Action::SkippedNotOurs { .. }))
+    );
     assert!(manifest.exists() && launcher.exists());
 }
 
@@ -389,7 +570,12 @@ fn uninstall_leaves_files_that_are_not_ours() {
 fn launchers_run_the_binary_in_native_host_mode_with_the_browser_arguments() {
     let sandbox = Sandbox::new();
     let env = sandbox.env(Os::Linux);
-    let plan = targets(&sandbox, &env, &[Browser::Chrome, Browser::Firefox], Scope::User);
+    let plan = targets(
+        &sandbox,
+        &env,
+        &[Browser::Chrome, Browser::Firefox],
+        Scope::User,
+    );
     apply::install(&plan, false).expect("install");
     for target in &plan {
         let launcher = target.location.launcher_path.as_ref().expect("launcher");
@@ -400,11 +586,18 @@ fn launchers_run_the_binary_in_native_host_mode_with_the_browser_arguments() {
             .output()
             .expect("run launcher");
         assert!(out.status.success(), "{out:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("native-host\n{origin}\na b ü\n"));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("native-host\n{origin}\na b ü\n")
+        );
     }
 }
 
-fn doctor_codes(env: &Environment, browsers: &[Browser], expected: &ExtensionIds) -> Vec<&'static str> {
+fn doctor_codes(
+    env: &Environment,
+    browsers: &[Browser],
+    expected: &ExtensionIds,
+) -> Vec<&'static str> {
     let reports = doctor::inspect(
         env,
         &DoctorOptions {
@@ -416,7 +609,10 @@ fn doctor_codes(env: &Environment, browsers: &[Browser], expected: &ExtensionIds
         },
     )
     .expect("inspect");
-    reports.iter().flat_map(|r| r.problems.iter().map(|p| p.code)).collect()
+    reports
+        .iter()
+        .flat_map(|r| r.problems.iter().map(|p| p.code))
+        .collect()
 }
 
 #[test]
@@ -425,15 +621,32 @@ fn doctor_catches_what_the_browser_would_refuse() {
     let env = sandbox.env(Os::Linux);
     let expected = ids();
     let none = ExtensionIds::default();
-    assert!(doctor::inspect(
+    assert!(
+        doctor::inspect(
+            &env,
+            &DoctorOptions {
+                browsers: &Browser::ALL,
+                scopes: &[Scope::User],
+                expected: &none,
+                probe_host: false,
+                hello_timeout: Duration::from_secs(1)
+            }
+        )
+        .expect("inspect")
+        .is_empty(),
+        "nothing installed: nothing to report"
+    );
+    let plan = targets(
+        &sandbox,
         &env,
-        &DoctorOptions { browsers: &Browser::ALL, scopes: &[Scope::User], expected: &none, probe_host: false, hello_timeout: Duration::from_secs(1) }
-    )
-    .expect("inspect")
-    .is_empty(), "nothing installed: nothing to report");
-    let plan = targets(&sandbox, &env, &[Browser::Chrome, Browser::Firefox], Scope::User);
+        &[Browser::Chrome, Browser::Firefox],
+        Scope::User,
+    );
     apply::install(&plan, false).expect("install");
-    assert_eq!(doctor_codes(&env, &[Browser::Chrome, Browser::Firefox], &expected), Vec::<&str>::new());
+    assert_eq!(
+        doctor_codes(&env, &[Browser::Chrome, Browser::Firefox], &expected),
+        Vec::<&str>::new()
+    );
 
     let chrome = &plan[0].location;
     let firefox = &plan[1].location;
@@ -443,21 +656,43 @@ fn doctor_catches_what_the_browser_would_refuse() {
         assert_eq!(doctor_codes(&env, &[browser], &expected), expect);
     };
 
-    put(&chrome.manifest_path, original.replace(&format!("{CHROME_ID}/"), CHROME_ID).as_bytes());
-    check(Browser::Chrome, &["manifest.origin_invalid", "manifest.extension_not_allowed"]);
+    put(
+        &chrome.manifest_path,
+        original
+            .replace(&format!("{CHROME_ID}/"), CHROME_ID)
+            .as_bytes(),
+    );
+    check(
+        Browser::Chrome,
+        &["manifest.origin_invalid", "manifest.extension_not_allowed"],
+    );
 
     let other_id = "abcdefghijklmnopabcdefghijklmnop";
-    put(&chrome.manifest_path, original.replace(CHROME_ID, other_id).as_bytes());
+    put(
+        &chrome.manifest_path,
+        original.replace(CHROME_ID, other_id).as_bytes(),
+    );
     check(Browser::Chrome, &["manifest.extension_not_allowed"]);
-    put(&chrome.manifest_path, original.replace(CHROME_ID, "ZZZdefghijklmnopabcdefghijklmnop").as_bytes());
-    check(Browser::Chrome, &["manifest.origin_invalid", "manifest.extension_not_allowed"]);
+    put(
+        &chrome.manifest_path,
+        original
+            .replace(CHROME_ID, "ZZZdefghijklmnopabcdefghijklmnop")
+            .as_bytes(),
+    );
+    check(
+        Browser::Chrome,
+        &["manifest.origin_invalid", "manifest.extension_not_allowed"],
+    );
 
     let mut bom = b"\xEF\xBB\xBF".to_vec();
     bom.extend_from_slice(original.as_bytes());
     put(&chrome.manifest_path, &bom);
     check(Browser::Chrome, &["manifest.bom"]);
 
-    put(&chrome.manifest_path, &original.as_bytes()[..original.len() / 2]);
+    put(
+        &chrome.manifest_path,
+        &original.as_bytes()[..original.len() / 2],
+    );
     check(Browser::Chrome, &["manifest.json_invalid"]);
 
     put(&chrome.manifest_path, original.as_bytes());
@@ -471,10 +706,30 @@ fn doctor_catches_what_the_browser_would_refuse() {
     check(Browser::Chrome, &[]);
 
     let ff = std::fs::read_to_string(&firefox.manifest_path).expect("read");
-    put(&firefox.manifest_path, ff.replace(FIREFOX_ID, "not-an-addon-id").as_bytes());
-    check(Browser::Firefox, &["manifest.extension_id_invalid", "manifest.extension_not_allowed"]);
-    put(&firefox.manifest_path, ff.replace("allowed_extensions", "allowed_origins").as_bytes());
-    check(Browser::Firefox, &["manifest.allowlist_mixed", "manifest.allowlist_missing", "manifest.extension_not_allowed"]);
+    put(
+        &firefox.manifest_path,
+        ff.replace(FIREFOX_ID, "not-an-addon-id").as_bytes(),
+    );
+    check(
+        Browser::Firefox,
+        &[
+            "manifest.extension_id_invalid",
+            "manifest.extension_not_allowed",
+        ],
+    );
+    put(
+        &firefox.manifest_path,
+        ff.replace("allowed_extensions", "allowed_origins")
+            .as_bytes(),
+    );
+    check(
+        Browser::Firefox,
+        &[
+            "manifest.allowlist_mixed",
+            "manifest.allowlist_missing",
+            "manifest.extension_not_allowed",
+        ],
+    );
     std::fs::remove_file(launcher).expect("rm");
     check(Browser::Chrome, &["manifest.path_missing"]);
 }
@@ -485,16 +740,32 @@ fn hello_probe_reads_the_reply_or_says_why_not() {
     let dir = tempfile::tempdir().expect("temp dir");
     let good = dir.path().join("good host");
     // A 16-byte little-endian length, then {"type":"hello"} (16 bytes); then wait to be killed.
-    std::fs::write(&good, "#!/bin/sh\nprintf '\\020\\000\\000\\000{\"type\":\"hello\"}'\nexec sleep 30\n").expect("write");
+    std::fs::write(
+        &good,
+        "#!/bin/sh\nprintf '\\020\\000\\000\\000{\"type\":\"hello\"}'\nexec sleep 30\n",
+    )
+    .expect("write");
     chmod(&good, 0o755);
-    let reply = doctor::probe_hello(&good, &["chrome-extension://x/".into()], Duration::from_secs(10)).expect("hello");
+    let reply = doctor::probe_hello(
+        &good,
+        &["chrome-extension://x/".into()],
+        Duration::from_secs(10),
+    )
+    .expect("hello");
     assert_eq!(reply["type"], "hello");
 
     let exits = dir.path().join("exits");
-    std::fs::write(&exits, "#!/bin/sh\necho \"error: unrecognized subcommand 'native-host'\" >&2\nexit 2\n").expect("write");
+    std::fs::write(
+        &exits,
+        "#!/bin/sh\necho \"error: unrecognized subcommand 'native-host'\" >&2\nexit 2\n",
+    )
+    .expect("write");
     chmod(&exits, 0o755);
     let why = doctor::probe_hello(&exits, &[], Duration::from_secs(10)).expect_err("no hello");
-    assert!(why.contains("exited") && why.contains("unrecognized subcommand"), "{why}");
+    assert!(
+        why.contains("exited") && why.contains("unrecognized subcommand"),
+        "{why}"
+    );
 
     let silent = dir.path().join("silent");
     std::fs::write(&silent, "#!/bin/sh\nexec sleep 30\n").expect("write");

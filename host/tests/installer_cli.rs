@@ -1,0 +1,215 @@
+//! `install`, `uninstall` and `doctor` through the real binary, against a temporary HOME (with
+//! a space and non-ASCII characters) and a temporary root for `--system`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::bin;
+
+const CHROME_ID: &str = "knldjmfmopnpolahpmmgbagdohdnhkik";
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("hôme dir")).expect("mkdir");
+        std::fs::create_dir_all(dir.path().join("root")).expect("mkdir");
+        Home { dir }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("hôme dir")
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .args(args)
+            .arg("--root")
+            .arg(self.root())
+            .env("HOME", self.home())
+            .env_remove("XDG_CONFIG_HOME")
+            .env("REVIEW_AGENT_GATEWAY_HOME", self.dir.path().join("gw"))
+            .output()
+            .expect("run the binary")
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk(self.dir.path(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn install_dry_run_uninstall_every_browser_user_and_system() {
+    let home = Home::new();
+    for system in [false, true] {
+        let mut args = vec!["install", "--browser", "all", "--extension-id", CHROME_ID];
+        if system {
+            args.push("--system");
+        }
+        let before = home.files();
+        let mut dry = args.clone();
+        dry.push("--dry-run");
+        let out = home.run(&dry);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            stdout(&out).contains("[dry run] wrote manifest"),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(home.files(), before, "--dry-run wrote files");
+
+        let out = home.run(&args);
+        assert!(out.status.success(), "{out:?}");
+        let text = stdout(&out);
+        let written: Vec<PathBuf> = text
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("wrote manifest ")
+                    .or_else(|| l.strip_prefix("wrote launcher "))
+            })
+            .map(PathBuf::from)
+            .collect();
+        let base = if system { home.root() } else { home.home() };
+        // user: 7 browsers; system: 5 distinct directories. A manifest and a launcher each.
+        assert_eq!(written.len(), if system { 10 } else { 14 }, "{text}");
+        for path in &written {
+            assert!(path.starts_with(&base), "{}", path.display());
+            assert!(path.is_file(), "{} printed but not written", path.display());
+        }
+        let new_files: Vec<PathBuf> = home
+            .files()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        let mut printed = written.clone();
+        printed.sort();
+        assert_eq!(new_files, printed, "every file written is printed");
+
+        let mut un = vec!["uninstall", "--browser", "all"];
+        if system {
+            un.push("--system");
+        }
+        let out = home.run(&un);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            home.files(),
+            before,
+            "uninstall removes exactly what install wrote"
+        );
+    }
+}
+
+#[test]
+fn install_refuses_bad_ids_and_names() {
+    let home = Home::new();
+    let out = home.run(&[
+        "install",
+        "--browser",
+        "chrome",
+        "--extension-id",
+        "not-an-id",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error[request.invalid]"));
+    let out = home.run(&["install", "--browser", "safari"]);
+    assert_eq!(out.status.code(), Some(2));
+    // No Chrome id given and no default yet: refused, nothing written.
+    let out = home.run(&["install", "--browser", "chrome"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(home.files().is_empty());
+}
+
+#[test]
+fn doctor_reports_each_problem_with_a_fix_and_fails() {
+    let home = Home::new();
+    let out = home.run(&["doctor", "--port", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("problem[manifest.not_installed]"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = home.run(&[
+        "install",
+        "--browser",
+        "chrome,firefox",
+        "--extension-id",
+        CHROME_ID,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let manifest = home
+        .home()
+        .join(".config/google-chrome/NativeMessagingHosts/com.review_agent.gateway.json");
+    let text = std::fs::read_to_string(&manifest).expect("read");
+    std::fs::write(&manifest, text.replace(&format!("{CHROME_ID}/"), CHROME_ID)).expect("write");
+    let out = home.run(&[
+        "doctor",
+        "--browser",
+        "chrome",
+        "--extension-id",
+        CHROME_ID,
+        "--port",
+        "1",
+        "--hello-timeout-ms",
+        "3000",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = stdout(&out);
+    assert!(
+        report.contains("problem[manifest.origin_invalid]")
+            && report.contains("trailing slash is missing"),
+        "{report}"
+    );
+    assert!(
+        report.contains("fix: run `review-agent-gateway install --browser chrome"),
+        "{report}"
+    );
+    assert!(report.contains("problem[daemon.unreachable]"), "{report}");
+
+    // Restored: the manifest is fine; the host must then answer hello (or say why not).
+    std::fs::write(&manifest, text).expect("write");
+    let out = home.run(&[
+        "doctor",
+        "--browser",
+        "firefox",
+        "--port",
+        "1",
+        "--hello-timeout-ms",
+        "5000",
+    ]);
+    let report = stdout(&out);
+    assert!(!report.contains("problem[manifest."), "{report}");
+    assert!(
+        report.contains("ok: manifest valid; the host answered hello")
+            || report.contains("problem[host.no_hello]: host did not answer hello"),
+        "{report}"
+    );
+}
