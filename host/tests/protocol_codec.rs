@@ -202,7 +202,10 @@ fn length_counts_bytes_not_characters() {
     assert_eq!(declared, json.len());
     assert_eq!(bytes.len(), 4 + json.len());
     assert!(json.chars().count() < declared);
-    assert_eq!(decode_in_reads_of(&bytes, 1), ok(&[frame.clone()]));
+    assert_eq!(
+        decode_in_reads_of(&bytes, 1),
+        ok(std::slice::from_ref(&frame))
+    );
     assert_eq!(decode_in_reads_of(&bytes, bytes.len()), ok(&[frame]));
 }
 
@@ -232,7 +235,7 @@ fn frames_at_the_size_boundaries_decode_in_any_reads() {
 #[test]
 fn a_decoder_cap_is_inclusive() {
     let frame = event_of_json_len(1000);
-    let stream = stream_of(&[frame.clone()]);
+    let stream = stream_of(std::slice::from_ref(&frame));
     assert_eq!(
         Decoder::new(1000).frames(&stream).collect::<Vec<_>>(),
         ok(&[frame])
@@ -645,8 +648,11 @@ fn chunks_of(frame: &Frame, cap: usize) -> Vec<Frame> {
         .collect()
 }
 
-/// Pushes `frames`; returns what each push gave, as `Ok(frame type or "-")` / `Err(code)`.
-fn push_all(reassembler: &mut Reassembler, frames: Vec<Frame>) -> Vec<Result<Frame, String>> {
+/// What pushes gave: each frame handed back, or the code of each error.
+type Pushed = Vec<Result<Frame, String>>;
+
+/// Pushes `frames`; returns the frames handed back and the codes of the errors, in order.
+fn push_all(reassembler: &mut Reassembler, frames: Vec<Frame>) -> Pushed {
     frames
         .into_iter()
         .filter_map(|f| match reassembler.push(f) {
@@ -667,7 +673,7 @@ fn reassembly_errors_drop_one_frame_and_the_next_reassembles() {
     });
     let chunk_invalid = Err(codes::FRAME_CHUNK_INVALID.to_owned());
 
-    let cases: Vec<(&str, Vec<Frame>, Vec<Result<Frame, String>>)> = vec![
+    let cases: Vec<(&str, Vec<Frame>, Pushed)> = vec![
         ("in order", parts.clone(), vec![Ok(big.clone())]),
         (
             "a chunk missing",
