@@ -2,24 +2,28 @@
 //! (git's default history simplification) or following one file across renames (`--follow`).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
+use gix::hashtable::{HashMap, HashSet};
 use gix::objs::tree::EntryMode;
 use serde_json::{Value, json};
 
 use super::{
-    CommitCache, DEFAULT_LOG_COUNT, LogInput, MAX_LOG_COUNT, NAME, read_error, start_commit,
+    CommitInfo, DEFAULT_LOG_COUNT, LogInput, MAX_LOG_COUNT, NAME, RawCommit, read_error,
+    start_commit,
 };
 use crate::error::GatewayError;
 use crate::tools::path::{self, EntryAt};
 use crate::tools::{ToolContext, invalid_field};
 
-/// What `log` needs of a commit to walk past it.
+/// What `log` needs of a commit to walk past it, and its raw object (read once: a listed
+/// commit is described from it).
 struct Node {
     tree: ObjectId,
     parents: Vec<ObjectId>,
+    data: Vec<u8>,
 }
 
 /// The path's entry in a commit: mode and object id (`None` when absent).
@@ -44,31 +48,30 @@ impl<'r> Walker<'r> {
             git,
             queue: BinaryHeap::new(),
             seq: 0,
-            queued: HashSet::new(),
-            nodes: HashMap::new(),
-            entries: HashMap::new(),
+            queued: HashSet::default(),
+            nodes: HashMap::default(),
+            entries: HashMap::default(),
             buf: Vec::new(),
         }
     }
 
     /// Decode commit `id` (once) and return its committer time.
     fn load(&mut self, id: ObjectId) -> Result<i64, GatewayError> {
-        let commit = self
+        let data = self
             .git
             .find_commit(id)
-            .map_err(|e| read_error(format!("commit {id}"), e))?;
-        let decoded = commit
-            .decode()
-            .map_err(|e| read_error(format!("commit {id}"), e))?;
-        let time = decoded
-            .committer()
-            .map(|s| s.seconds())
-            .map_err(|e| read_error(format!("the committer of commit {id}"), e))?;
+            .map_err(|e| read_error(format!("commit {id}"), e))?
+            .detach()
+            .data;
+        let raw = RawCommit::decode(id, &data)?;
+        let time = raw.committer.seconds();
+        let (tree, parents) = (raw.tree, raw.parents);
         self.nodes.insert(
             id,
             Node {
-                tree: decoded.tree(),
-                parents: decoded.parents().collect(),
+                tree,
+                parents,
+                data,
             },
         );
         Ok(time)
@@ -193,7 +196,7 @@ pub(super) fn run(
     };
 
     let mut walker = Walker::new(git);
-    let mut infos = CommitCache::default();
+    let mut short_len = None;
     let mut current = rel.clone().unwrap_or_default();
     let mut commits: Vec<Value> = Vec::new();
     let mut matched: u64 = 0;
@@ -259,14 +262,16 @@ pub(super) fn run(
                     truncated = true;
                     break;
                 }
-                let mut entry = infos.get(git, id)?.log_json();
+                let len = *short_len.get_or_insert_with(|| super::short_len(git, id));
+                let data = walker.nodes.get(&id).map_or(&[][..], |n| n.data.as_slice());
+                let mut entry = CommitInfo::decode(id, data, len, false)?.log_json();
                 if mode != Mode::All {
-                    entry["path"] = json!(current);
+                    entry.insert("path".into(), json!(current));
                 }
                 if let Some(from) = &renamed_from {
-                    entry["renamedFrom"] = json!(from);
+                    entry.insert("renamedFrom".into(), json!(from));
                 }
-                commits.push(entry);
+                commits.push(Value::Object(entry));
             }
         }
         if let Some(from) = renamed_from {

@@ -57,7 +57,7 @@ pub(super) fn run(
         ));
     }
     let (id, worktree) = start_commit(ctx, spec)?;
-    let info = CommitInfo::read(git, id, super::short_len(git, id))?;
+    let info = CommitInfo::read(git, id, super::short_len(git, id), true)?;
     let tree_of = |commit: ObjectId| {
         git.find_commit(commit)
             .and_then(|c| c.tree())
