@@ -47,7 +47,7 @@
 //!   (git's default 50% similarity) finds where it came from and the walk goes on with the old
 //!   name, one name at a time as git does (`renamedFrom` marks that commit, `path` gives the
 //!   name at each commit). For speed, the path's entry is compared in commit and parent (a
-//!   handful of tree reads, memoized per commit) and the whole-tree diff with rename detection
+//!   handful of tree reads, memoized per commit, and a subtree already resolved is not read again) and the whole-tree diff with rename detection
 //!   runs only when the path is missing from the parent. Unlike git, copies are not followed
 //!   (git's `--follow` also looks for a copy source among all files of the parent, which is
 //!   costly and seldom what a reviewer wants): a new file's history starts where it was added.
@@ -241,16 +241,25 @@ impl GatewayTool for GitHistory {
     fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
         let input: GitHistoryInput = parse_input(NAME, input)?;
         let mut git = ctx.git().clone();
-        // Walks re-read the same trees (commit and parent); a small cache pays for itself.
-        git.object_cache_size(16 * 1024 * 1024);
-        // Blame and rename detection inflate long delta chains of the same blobs: a
+        // Blame and show re-read the same trees (commit and parent); a small cache pays for
+        // itself. Blame and rename detection inflate long delta chains of the same blobs: a
         // memory-capped delta-base cache (git's `core.deltaBaseCacheLimit` is 96 MiB) instead
-        // of gix's default 64-entry list.
-        git.objects.set_pack_cache(|| {
-            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
-                PACK_CACHE_BYTES,
-            ))
-        });
+        // of gix's default 64-entry list. `log` reads each commit once and memoizes its path
+        // lookups per subtree: there both caches only copied every object once more and
+        // faulted in fresh pages (measured on tokio, `log` of a file: 6300 page faults with
+        // them, 4700 without, ~5% less time).
+        let object_cache = match &input {
+            GitHistoryInput::Log(_) => 0,
+            _ => 16 * 1024 * 1024,
+        };
+        git.object_cache_size(object_cache);
+        if !matches!(input, GitHistoryInput::Log(_)) {
+            git.objects.set_pack_cache(|| {
+                Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                    PACK_CACHE_BYTES,
+                ))
+            });
+        }
         let value = match input {
             GitHistoryInput::Log(input) => log::run(ctx, &git, input)?,
             GitHistoryInput::Blame(input) => blame::run(ctx, &git, input)?,

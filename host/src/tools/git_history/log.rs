@@ -39,7 +39,10 @@ struct Walker<'r> {
     nodes: HashMap<ObjectId, Node>,
     // Invariant: entries of the path currently followed; cleared when it changes.
     entries: HashMap<ObjectId, Entry>,
-    buf: Vec<u8>,
+    // Invariant: for (depth, tree), the entry that the path's components from `depth` on name
+    // in that tree; cleared with `entries`. A subtree unchanged between commits is read once,
+    // as git's pathspec-limited tree diff skips an unchanged subtree.
+    resolved: std::collections::HashMap<(usize, ObjectId), Entry>,
 }
 
 impl<'r> Walker<'r> {
@@ -51,7 +54,7 @@ impl<'r> Walker<'r> {
             queued: HashSet::default(),
             nodes: HashMap::default(),
             entries: HashMap::default(),
-            buf: Vec::new(),
+            resolved: std::collections::HashMap::new(),
         }
     }
 
@@ -111,20 +114,45 @@ impl<'r> Walker<'r> {
             return Ok(*entry);
         }
         self.ensure_loaded(id)?;
-        let tree_id = self.nodes[&id].tree;
-        let tree = self
-            .git
-            .find_tree(tree_id)
-            .map_err(|e| read_error(format!("tree {tree_id}"), e))?;
-        let found = gix::objs::TreeRefIter::from_bytes(&tree.data, tree_id.kind())
-            .lookup_entry(
-                &self.git.objects,
-                &mut self.buf,
-                path.split('/').map(str::as_bytes),
-            )
-            .map_err(|e| read_error(format!("`{path}` in tree {tree_id}"), e))?
-            .map(|e| (e.mode, e.oid));
+        let found = self.lookup(self.nodes[&id].tree, path)?;
         self.entries.insert(id, found);
+        Ok(found)
+    }
+
+    /// The entry at `path` under tree `root` (as gix's `lookup_entry`: a missing component, or
+    /// one that is not a tree before the last, is `None`), reading only the subtrees not
+    /// resolved before.
+    fn lookup(&mut self, root: ObjectId, path: &str) -> Result<Entry, GatewayError> {
+        let components: Vec<&str> = path.split('/').collect();
+        let mut visited = Vec::with_capacity(components.len());
+        let mut tree_id = root;
+        let mut depth = 0;
+        let found = loop {
+            if let Some(found) = self.resolved.get(&(depth, tree_id)) {
+                break *found;
+            }
+            visited.push((depth, tree_id));
+            let tree = self
+                .git
+                .find_tree(tree_id)
+                .map_err(|e| read_error(format!("tree {tree_id}"), e))?;
+            let name = components[depth].as_bytes();
+            let entry = gix::objs::TreeRefIter::from_bytes(&tree.data, tree_id.kind())
+                .filter_map(Result::ok)
+                .find(|entry| entry.filename == name)
+                .map(|entry| (entry.mode, entry.oid.to_owned()));
+            match entry {
+                Some(entry) if depth + 1 == components.len() => break Some(entry),
+                Some((mode, oid)) if mode.is_tree() => {
+                    tree_id = oid;
+                    depth += 1;
+                }
+                _ => break None,
+            }
+        };
+        for key in visited {
+            self.resolved.insert(key, found);
+        }
         Ok(found)
     }
 
@@ -277,6 +305,7 @@ pub(super) fn run(
         if let Some(from) = renamed_from {
             current = from;
             walker.entries.clear();
+            walker.resolved.clear();
         }
     }
     if let Some(rel) = &rel
