@@ -651,7 +651,7 @@ fn read_blob(repo: &gix::Repository, oid: gix::ObjectId) -> Option<Vec<u8>> {
 }
 
 /// The supported files of `commit`'s tree (blobs only: no links, no submodules), by path;
-/// cached in `index` per tree id.
+/// cached in `index` per tree id, in memory and in the index file.
 fn files_at_commit(
     ctx: &ToolContext,
     index: &SymbolIndex,
@@ -668,6 +668,11 @@ fn files_at_commit(
         return Ok(Arc::default());
     };
     if let Some(files) = index.cached_tree(id) {
+        return Ok(files);
+    }
+    if let Some(files) = index.stored_tree(id) {
+        let files = Arc::new(files);
+        index.cache_tree(id, files.clone());
         return Ok(files);
     }
     let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
@@ -690,6 +695,7 @@ fn files_at_commit(
         })
         .collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    index.store_tree(id, &files);
     let files = Arc::new(files);
     index.cache_tree(id, files.clone());
     Ok(files)

@@ -14,7 +14,9 @@
 //! a blob is indexed does not read its tags). `symbol_names_v*`, a multimap: ([`fold`]ed name,
 //! name) -> the keys of the blobs with a tag of that name. The three are written in one
 //! transaction per lookup, so a blob is in all or none. `symbol_stamps_v*`: absolute path of a
-//! work tree file -> its [`Stamp`] and blob id.
+//! work tree file -> its [`Stamp`] and blob id. `symbol_trees_v*`: a commit's root tree id ->
+//! its supported files (path, blob id), so a new process does not traverse the tree (at most
+//! [`MAX_STORED_TREES`]).
 //!
 //! **Lookups.** A lookup says which names it wants ([`Wanted`]: one name, the names whose fold
 //! starts with a string, all, or none): from the file it reads the matching keys of the names
@@ -58,6 +60,9 @@ pub const FILE_NAME: &str = "symbols.redb";
 pub const MAX_CACHED_TAGS: usize = 4_000_000;
 /// The in-memory tree listing cache is cleared when it would hold more trees than this.
 pub const MAX_CACHED_TREES: usize = 64;
+/// The trees table of the index file is emptied when it would hold more trees than this
+/// (a listing is ~50 KB for 800 files).
+pub const MAX_STORED_TREES: u64 = 256;
 /// The work tree stamp cache is cleared when it would hold more files than this.
 pub const MAX_CACHED_STAMPS: usize = 1_000_000;
 /// A file modified this recently is not trusted by its stamp (it may change again within the
@@ -75,6 +80,9 @@ const BLOBS_PREFIX: &str = "symbol_blobs_v";
 /// Stamps: absolute path of a work tree file -> [`Stamp`] and blob id (see
 /// [`Stamp::encode`]), so that a new process does not hash a settled file again.
 const STAMPS_PREFIX: &str = "symbol_stamps_v";
+/// Trees: a commit's root tree id -> its supported files, postcard `[(path, blob id)]`, so a
+/// new process does not traverse the tree again.
+const TREES_PREFIX: &str = "symbol_trees_v";
 
 /// The names table: (folded name, name) -> blob keys.
 type NamesTable<'a> = MultimapTableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
@@ -93,6 +101,11 @@ fn stamps_table() -> String {
     format!("{STAMPS_PREFIX}{INDEX_VERSION}")
 }
 
+/// The current trees table.
+fn trees_table() -> String {
+    format!("{TREES_PREFIX}{INDEX_VERSION}")
+}
+
 /// How the file is opened: `MultiWriter`, so the daemon and command-line calls share it.
 fn builder() -> redb::Builder {
     let mut builder = redb::Builder::new();
@@ -106,10 +119,10 @@ fn builder() -> redb::Builder {
 fn ready(db: &impl ReadableDatabase) -> Result<bool, redb::Error> {
     let txn = db.begin_read()?;
     let (tags, names, blobs) = table_names();
-    let stamps = stamps_table();
+    let single = [tags, blobs, stamps_table(), trees_table()];
     let mut current = 0;
     for table in txn.list_tables()? {
-        if table.name() == tags || table.name() == blobs || table.name() == stamps {
+        if single.iter().any(|name| table.name() == name) {
             current += 1;
         } else if is_ours(table.name()) {
             return Ok(false);
@@ -122,7 +135,7 @@ fn ready(db: &impl ReadableDatabase) -> Result<bool, redb::Error> {
             return Ok(false);
         }
     }
-    Ok(current == 4)
+    Ok(current == single.len() + 1)
 }
 
 /// The index file: read through a read-only handle when it was ready at open (a writable
@@ -155,9 +168,15 @@ impl Store {
 
 /// Whether a table of the file is one of the index's (of any version).
 fn is_ours(name: &str) -> bool {
-    [TAGS_PREFIX, NAMES_PREFIX, BLOBS_PREFIX, STAMPS_PREFIX]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
+    [
+        TAGS_PREFIX,
+        NAMES_PREFIX,
+        BLOBS_PREFIX,
+        STAMPS_PREFIX,
+        TREES_PREFIX,
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 /// The key of a name in the names table: ASCII letters lower-cased, U+212A KELVIN SIGN to `k`
@@ -416,12 +435,11 @@ impl SymbolIndex {
             }
             let txn = db.begin_write()?;
             let (tags, names, blobs) = table_names();
-            let stamps = stamps_table();
+            let (stamps, trees) = (stamps_table(), trees_table());
+            let single = [&tags, &blobs, &stamps, &trees];
             let stale: Vec<_> = txn
                 .list_tables()?
-                .filter(|t| {
-                    is_ours(t.name()) && t.name() != tags && t.name() != blobs && t.name() != stamps
-                })
+                .filter(|t| is_ours(t.name()) && !single.iter().any(|name| t.name() == *name))
                 .collect();
             for table in stale {
                 txn.delete_table(table)?;
@@ -436,6 +454,7 @@ impl SymbolIndex {
             txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&tags))?;
             txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs))?;
             txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&stamps))?;
+            txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&trees))?;
             txn.open_multimap_table(NamesTable::new(&names))?;
             txn.commit()?;
             Ok(())
@@ -532,6 +551,57 @@ impl SymbolIndex {
             stamps.unsaved.push((path_key(&path), encoded));
         }
         stamps.map.insert(path, (stamp, oid));
+    }
+
+    /// The file list of a commit's tree stored by [`SymbolIndex::store_tree`] (here or in
+    /// another process); `None` when not stored or unreadable.
+    pub(crate) fn stored_tree(&self, tree: gix::ObjectId) -> Option<Vec<FileEntry>> {
+        let db = self.db.as_ref()?;
+        let txn = db.begin_read().ok()?;
+        let name = trees_table();
+        let table = txn
+            .open_table(TableDefinition::<&[u8], &[u8]>::new(&name))
+            .ok()?;
+        let value = table.get(tree.as_bytes()).ok()??;
+        let stored: Vec<(String, Vec<u8>)> = postcard::from_bytes(value.value()).ok()?;
+        stored
+            .into_iter()
+            .map(|(path, oid)| {
+                Some(FileEntry {
+                    lang: Lang::from_path(&path)?,
+                    path: path.into(),
+                    oid: gix::ObjectId::try_from(oid.as_slice()).ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Store the file list of a commit's tree (see [`SymbolIndex::stored_tree`]); the table
+    /// is emptied first when it would hold more than [`MAX_STORED_TREES`] trees. A write
+    /// failure only costs speed.
+    pub(crate) fn store_tree(&self, tree: gix::ObjectId, files: &[FileEntry]) {
+        let Some(writer) = self.db.as_ref().and_then(Store::writer) else {
+            return;
+        };
+        let stored: Vec<(&str, &[u8])> =
+            files.iter().map(|f| (&*f.path, f.oid.as_bytes())).collect();
+        let Ok(encoded) = postcard::to_allocvec(&stored) else {
+            return;
+        };
+        let write = || -> Result<(), redb::Error> {
+            let txn = writer.begin_write()?;
+            let name = trees_table();
+            {
+                let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&name))?;
+                if table.len()? >= MAX_STORED_TREES {
+                    table.retain(|_, _| false)?;
+                }
+                table.insert(tree.as_bytes(), encoded.as_slice())?;
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        let _ = write();
     }
 
     /// Load the stamps stored for the work tree files under `root` (an absolute path), once
