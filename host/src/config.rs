@@ -37,6 +37,9 @@
 //! base_url = "http://127.0.0.1:11434/v1"
 //! model = "qwen2.5-coder:14b"  # optional
 //! context_window = 32768       # optional
+//!
+//! [native_messaging]           # extensions allowed to start `native-host`, besides the companion
+//! allowed_extensions = ["knldjmfmopnpolahpmmgbagdohdnhkik", "addon@example.org"]
 //! ```
 //!
 //! Origins (`allowed_origins`, `gitlab_origin`) are `http(s)://host[:port]` with no path or
@@ -55,7 +58,7 @@ pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
     Config, Limits, LoadedConfig, Mapping, ProviderConfig, ProviderKind, RunCheckCommand,
-    RunCheckConfig, ToolsConfig,
+    NativeMessagingConfig, RunCheckConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

@@ -86,6 +86,9 @@ pub mod codes {
     pub const FRAME_ID_IN_USE: &str = "frame.id_in_use";
     /// A `hello` frame offered no protocol version this gateway speaks (it speaks `1.0`).
     pub const PROTOCOL_VERSION_UNSUPPORTED: &str = "protocol.version_unsupported";
+    /// The native host lost, or could not reach, the daemon's WebSocket (it starts the daemon and
+    /// retries for a few seconds first); retryable.
+    pub const GATEWAY_UNAVAILABLE: &str = "gateway.unavailable";
 }
 
 /// A user-facing failure: what went wrong and what to do about it.

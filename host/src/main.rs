@@ -16,6 +16,8 @@ use review_agent_gateway::review::{self, ReviewOptions};
 
 #[path = "cli/install.rs"]
 mod install_cli;
+#[path = "cli/native_host.rs"]
+mod native_host_cli;
 
 const TOOL_NAME: &str = "review-agent-gateway";
 const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -62,6 +64,10 @@ enum Command {
     /// Check the installed host manifests the way the browser will, that the host answers
     /// `hello`, and that the daemon is reachable; prints what to fix (exit 1 when something is).
     Doctor(install_cli::DoctorArgs),
+    /// What the browser starts through the host manifest (not for interactive use): relays
+    /// native-messaging frames on stdin/stdout to the daemon's WebSocket, starting the daemon
+    /// when it is not running. Only extensions in the allowlist may use it.
+    NativeHost(native_host_cli::NativeHostArgs),
 }
 
 #[derive(clap::Args)]
@@ -317,6 +323,7 @@ fn main() -> ExitCode {
         Command::Install(args) => install_cli::install_command(args),
         Command::Uninstall(args) => install_cli::uninstall_command(args),
         Command::Doctor(args) => install_cli::doctor_command(args),
+        Command::NativeHost(args) => native_host_cli::native_host_command(args),
     }
 }
 

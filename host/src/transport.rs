@@ -5,8 +5,10 @@
 //! - [`server`]: binding, serving and graceful shutdown of the daemon.
 //! - [`ws`]: `GET /v1/ws`, the frames of DESIGN §4 over a WebSocket.
 //! - [`frames`]: the transport-agnostic frame dispatcher (frames in, the `/v1` router, frames out).
+//! - [`native`]: `native-host`, the native-messaging relay between a browser's pipes and `/v1/ws`.
 
 pub mod frames;
 pub mod http;
+pub mod native;
 pub mod server;
 pub mod ws;

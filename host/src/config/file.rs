@@ -38,6 +38,8 @@ pub struct Config {
     pub event_retention_hours: u32,
     /// Settings of the repository tools (`[tools]`).
     pub tools: ToolsConfig,
+    /// Settings of `native-host`, the native messaging host (`[native_messaging]`).
+    pub native_messaging: NativeMessagingConfig,
 }
 
 impl Default for Config {
@@ -52,8 +54,27 @@ impl Default for Config {
             limits: Limits::default(),
             event_retention_hours: 24,
             tools: ToolsConfig::default(),
+            native_messaging: NativeMessagingConfig::default(),
         }
     }
+}
+
+/// `[native_messaging]`: who may start `native-host` (DESIGN §3, §9).
+///
+/// ```toml
+/// [native_messaging]
+/// allowed_extensions = ["knldjmfmopnpolahpmmgbagdohdnhkik", "companion@example.org"]
+/// ```
+///
+/// The host accepts a caller that is the companion extension, one listed here, or one allowed by
+/// a host manifest `install` wrote (see [`crate::transport::native::Allowlist`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NativeMessagingConfig {
+    /// Extensions allowed to start the host, besides the companion: Chrome-family ids (32
+    /// letters a-p, or `chrome-extension://ID/`) and Firefox add-on ids (`name@domain` or
+    /// `{uuid}`). Default: none.
+    pub allowed_extensions: Vec<String>,
 }
 
 /// One confirmed mapping from a GitLab project to a local repository (`[[mappings]]`, draft §6).
@@ -466,6 +487,18 @@ impl Config {
             let mut path = vec![key("tools"), key("run_check")];
             path.extend(segs);
             return Err((path, message));
+        }
+        for (i, id) in self.native_messaging.allowed_extensions.iter().enumerate() {
+            if let Err(e) = installer::ExtensionIds::parse(&[id]) {
+                return Err(at(
+                    [
+                        key("native_messaging"),
+                        key("allowed_extensions"),
+                        Seg::Index(i),
+                    ],
+                    e.to_string(),
+                ));
+            }
         }
         if self.event_retention_hours == 0 {
             return Err(at(
