@@ -515,13 +515,16 @@ impl CommitInfo {
 
     /// The short description of a commit in a blame hunk.
     fn blame_json(&self) -> Value {
-        json!({
+        let mut value = json!({
             "id": self.id.to_string(),
             "shortId": self.short_id,
-            "author": self.author.json(),
+            "author": Value::Null,
             "authoredAt": self.author.at,
             "summary": self.summary,
-        })
+        });
+        // Set in place (the key order stays): `json!` would copy it through `to_value`.
+        value["author"] = self.author.json();
+        value
     }
 }
 

@@ -147,17 +147,20 @@ pub(super) fn run(
             .as_ref()
             .map(|name| name.to_str_lossy().into_owned())
             .unwrap_or_else(|| rel.clone());
-        hunks.push(json!({
+        let mut hunk = json!({
             "startLine": first,
             "endLine": first + entry.len.get() - 1,
-            "commit": commit,
+            "commit": Value::Null,
             "originalPath": original,
             "originalStartLine": entry.start_in_source_file + 1,
-        }));
+        });
+        // Set in place (the key order stays): `json!` would copy it through `to_value`.
+        hunk["commit"] = commit;
+        hunks.push(hunk);
     }
     out["startLine"] = json!(start);
     out["endLine"] = json!(end);
-    out["hunks"] = json!(hunks);
+    out["hunks"] = Value::Array(hunks);
     out["truncated"] = json!(truncated);
     Ok(out)
 }

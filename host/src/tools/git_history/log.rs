@@ -317,11 +317,12 @@ pub(super) fn run(
             &format!("at {start} or in any commit before it"),
         ));
     }
-    let mut out = json!({
-        "start": start.to_string(),
-        "commits": commits,
-        "truncated": truncated,
-    });
+    // Not `json!`: it would copy `commits` through `to_value`.
+    let mut out = serde_json::Map::new();
+    out.insert("start".into(), Value::String(start.to_string()));
+    out.insert("commits".into(), Value::Array(commits));
+    out.insert("truncated".into(), Value::Bool(truncated));
+    let mut out = Value::Object(out);
     if let Some(rel) = rel {
         out["path"] = json!(rel);
         out["follow"] = json!(mode == Mode::Follow);

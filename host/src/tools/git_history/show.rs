@@ -192,16 +192,21 @@ pub(super) fn run(
         "id": id.to_string(),
         "shortId": info.short_id,
         "parents": info.parents.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-        "author": info.author.json(),
+        "author": Value::Null,
         "authoredAt": info.author.at,
-        "committer": info.committer.json(),
+        "committer": Value::Null,
         "committedAt": info.committer.at,
         "summary": info.summary,
         "message": message,
-        "files": listed,
-        "stats": stats,
+        "files": Value::Null,
+        "stats": Value::Null,
         "truncated": truncated,
     });
+    // Set in place (the key order stays): `json!` would copy them through `to_value`.
+    out["author"] = info.author.json();
+    out["committer"] = info.committer.json();
+    out["files"] = Value::Array(listed);
+    out["stats"] = stats;
     if !renames_detected {
         out["renamesDetected"] = json!(false);
     }
