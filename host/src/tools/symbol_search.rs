@@ -26,6 +26,16 @@
 //! background after a query. The `tool` command does not run it (it answers and exits), so
 //! there the index completes over later queries.
 //!
+//! **Warm queries.** The index file also maps each name to the blobs holding it (see
+//! [`index`]), so a query on a complete index reads the files' blob ids (a commit's listing is
+//! stored per tree id; work tree files are statted, their ids stored by stamp), looks the
+//! name up (`exact`: one key; `prefix`: a range of folded names; `fuzzy`: every distinct name,
+//! scored once) and decodes only the tags of the blobs holding a match. Answers are those of a
+//! scan of every tag: the table only narrows which files are read. On tokio from the command
+//! line (a new process per query, ~2.5 ms of which is process start): exact and prefix
+//! ~4.5 ms at a commit (~24 ms when every file's tags were decoded), ~9 ms in the work tree
+//! (the walk and a stat per file are ~5.5 ms), fuzzy ~12 ms.
+//!
 //! **Revision.** At a commit, the files are the blobs of its tree (no symbolic links, no
 //! submodules) with a supported extension. In the work tree, the files are those the `ignore`
 //! crate walks (`.gitignore` honoured, links not followed), keyed by the blob id of their
