@@ -971,3 +971,266 @@ fn outbound_messages(outbound: Outbound) -> Vec<Vec<u8>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use tokio::io::DuplexStream;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    #[test]
+    fn callers_from_browser_argv() {
+        let id = "knldjmfmopnpolahpmmgbagdohdnhkik";
+        let chrome = Caller::Chrome { id: id.into() };
+        assert_eq!(
+            parse_caller(&[format!("chrome-extension://{id}/")]).ok(),
+            Some(chrome.clone())
+        );
+        assert_eq!(
+            parse_caller(&[
+                format!("chrome-extension://{id}/"),
+                "--parent-window=6".into()
+            ])
+            .ok(),
+            Some(chrome)
+        );
+        assert_eq!(
+            parse_caller(&["/a b/é.json", "x@y"]).ok(),
+            Some(Caller::Firefox {
+                manifest: "/a b/é.json".into(),
+                id: "x@y".into()
+            })
+        );
+        for bad in [
+            vec!["chrome-extension://ABC/"],
+            vec!["chrome-extension://knldjmfmopnpolahpmmgbagdohdnhki/"],
+            vec!["m.json", "x@y"],
+            vec!["/m.json", "not an id"],
+            vec!["/m.json", "x@y", "extra"],
+            vec![],
+        ] {
+            let error = parse_caller(&bad).expect_err("refused");
+            assert_eq!(error.code, codes::ORIGIN_NOT_ALLOWED, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn allowlist_sources() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ours = dir.path().join("ours.json");
+        std::fs::write(
+            &ours,
+            json!({"name": installer::HOST_NAME, "allowed_origins": ["chrome-extension://abcdefghijklmnopabcdefghijklmnop/"]}).to_string(),
+        )
+        .expect("write");
+        let foreign = dir.path().join("foreign.json");
+        std::fs::write(
+            &foreign,
+            json!({"name": "other.host", "allowed_extensions": ["z@z"]}).to_string(),
+        )
+        .expect("write");
+        let mut list = Allowlist::default();
+        list.add("x@y");
+        list.add_manifest(&ours);
+        list.add_manifest(&foreign);
+        list.add_manifest(&dir.path().join("missing.json"));
+        let chrome = |id: &str| Caller::Chrome { id: id.into() };
+        let firefox = |id: &str| Caller::Firefox {
+            manifest: "/m.json".into(),
+            id: id.into(),
+        };
+        assert!(
+            list.check(&chrome("abcdefghijklmnopabcdefghijklmnop"))
+                .is_ok()
+        );
+        assert!(list.check(&firefox("x@y")).is_ok());
+        let refused = list
+            .check(&firefox("z@z"))
+            .expect_err("foreign manifest ignored");
+        assert_eq!(refused.code, codes::ORIGIN_NOT_ALLOWED);
+        assert_eq!(refused.remediation, ALLOWLIST_REMEDIATION);
+        // A Chrome id is not a Firefox id and the other way round.
+        assert!(
+            list.check(&firefox("abcdefghijklmnopabcdefghijklmnop"))
+                .is_err()
+        );
+    }
+
+    /// A connector whose daemon is an in-memory WebSocket served by `serve`; `fail_first`
+    /// attempts are unreachable.
+    struct Fake {
+        daemons: mpsc::UnboundedSender<WebSocketStream<DuplexStream>>,
+        fail_first: usize,
+        attempts: usize,
+        starts: usize,
+    }
+
+    impl Connector for Fake {
+        type Io = DuplexStream;
+        async fn connect(&mut self) -> Result<WebSocketStream<DuplexStream>, ConnectError> {
+            self.attempts += 1;
+            if self.attempts <= self.fail_first || self.daemons.is_closed() {
+                return Err(ConnectError::Unreachable("refused".into()));
+            }
+            let (client, server) = tokio::io::duplex(1 << 20);
+            let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+            self.daemons
+                .send(server)
+                .map_err(|_| ConnectError::Unreachable("gone".into()))?;
+            Ok(WebSocketStream::from_raw_socket(client, Role::Client, None).await)
+        }
+        fn start_daemon(&mut self) -> Result<(), GatewayError> {
+            self.starts += 1;
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+    }
+
+    fn framed(value: &Value) -> Vec<u8> {
+        encode_raw(value.to_string().as_bytes()).expect("small")
+    }
+
+    /// Reads every frame the relay wrote.
+    fn frames_of(mut bytes: &[u8]) -> Vec<(usize, Value)> {
+        let mut out = Vec::new();
+        while bytes.len() >= 4 {
+            let len = u32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+            out.push((
+                len,
+                serde_json::from_slice(&bytes[4..4 + len]).expect("json"),
+            ));
+            bytes = &bytes[4 + len..];
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn relays_chunks_fails_open_requests_on_loss_and_reconnects() {
+        let (daemons_tx, mut daemons) = mpsc::unbounded_channel();
+        let connector = Fake {
+            daemons: daemons_tx,
+            fail_first: 2,
+            attempts: 0,
+            starts: 0,
+        };
+        let (mut browser, host_stdin) = tokio::io::duplex(1 << 16);
+        let (host_stdout, mut from_host) = tokio::io::duplex(8 << 20);
+        let options = RelayOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let relay = tokio::spawn(relay(host_stdin, host_stdout, connector, options));
+
+        // First daemon: answers one request with a 2 MB response, then dies with `b` open.
+        let mut daemon = daemons.recv().await.expect("connected after retries");
+        browser
+            .write_all(&framed(
+                &json!({"type": "request", "id": "a", "method": "GET", "path": "/v1/x"}),
+            ))
+            .await
+            .expect("write");
+        browser
+            .write_all(&framed(
+                &json!({"type": "request", "id": "b", "method": "GET", "path": "/v1/y"}),
+            ))
+            .await
+            .expect("write");
+        let got = daemon.next().await.expect("a").expect("text");
+        assert!(got.to_text().expect("text").contains("\"id\":\"a\""));
+        let _ = daemon.next().await;
+        let big = json!({"type": "response", "id": "a", "status": 200, "body": {"data": "é".repeat(1 << 20)}});
+        daemon
+            .send(Message::text(big.to_string()))
+            .await
+            .expect("send");
+        drop(daemon);
+
+        // Second daemon: the relay reconnected; a request goes through it.
+        let mut daemon = daemons.recv().await.expect("reconnected");
+        browser
+            .write_all(&framed(
+                &json!({"type": "request", "id": "c", "method": "GET", "path": "/v1/z"}),
+            ))
+            .await
+            .expect("write");
+        let got = daemon.next().await.expect("c").expect("text");
+        assert!(got.to_text().expect("text").contains("\"id\":\"c\""));
+        daemon
+            .send(Message::text(json!({"type": "end", "id": "c"}).to_string()))
+            .await
+            .expect("send");
+        drop(browser);
+        assert_eq!(relay.await.expect("joins"), RelayEnd::StdinClosed);
+
+        let mut out = Vec::new();
+        from_host.read_to_end(&mut out).await.expect("read");
+        let frames = frames_of(&out);
+        assert!(frames.iter().all(|(len, _)| *len <= OUTBOUND_FRAME_CAP));
+        let chunks: Vec<&Value> = frames
+            .iter()
+            .map(|(_, f)| f)
+            .filter(|f| f["type"] == "chunk")
+            .collect();
+        assert!(chunks.len() >= 3, "2 MB of JSON in 1 MiB chunks");
+        let text: String = chunks
+            .iter()
+            .map(|c| c["data"].as_str().expect("data"))
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).expect("reassembles"),
+            big
+        );
+        let rest: Vec<&Value> = frames
+            .iter()
+            .map(|(_, f)| f)
+            .filter(|f| f["type"] != "chunk")
+            .collect();
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert_eq!(
+            (&rest[0]["id"], &rest[0]["error"]["code"]),
+            (&json!("b"), &json!("gateway.unavailable"))
+        );
+        assert_eq!(rest[0]["error"]["retryable"], true);
+        assert_eq!(rest[1], &json!({"type": "end", "id": "c"}));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_daemon_is_started_once_then_reported() {
+        let (daemons_tx, daemons) = mpsc::unbounded_channel();
+        drop(daemons);
+        let connector = Fake {
+            daemons: daemons_tx,
+            fail_first: 0,
+            attempts: 0,
+            starts: 0,
+        };
+        let (_browser, host_stdin) = tokio::io::duplex(1024);
+        let (host_stdout, mut from_host) = tokio::io::duplex(1 << 16);
+        let options = RelayOptions {
+            connect_timeout: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let end = relay(host_stdin, host_stdout, connector, options).await;
+        assert!(matches!(end, RelayEnd::Unavailable(_)), "{end:?}");
+        let mut out = Vec::new();
+        from_host.read_to_end(&mut out).await.expect("read");
+        let frames = frames_of(&out);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].1["error"]["code"], "gateway.unavailable");
+        assert_eq!(frames[0].1["id"], Value::Null);
+    }
+
+    #[test]
+    fn an_unchunkable_frame_becomes_an_error_frame() {
+        // An id that alone fills 1 MiB cannot be chunked: an error frame with a null id instead.
+        let frame = json!({"type": "response", "id": "i".repeat(OUTBOUND_FRAME_CAP), "status": 200, "body": {}});
+        let messages = outbound_messages(Outbound::Text(frame.to_string()));
+        assert_eq!(messages.len(), 1);
+        let frames = frames_of(&messages[0]);
+        assert_eq!(frames[0].1["error"]["code"], codes::FRAME_TOO_LARGE);
+        assert_eq!(frames[0].1["id"], Value::Null);
+    }
+}
