@@ -6,9 +6,10 @@
 #     (request -> response frame), sequential, one connection each;
 #   - events/s of one long replayed stream (GET /v1/runs/:id/events?after=0) over SSE and over
 #     /v1/ws (event frames until end);
-#   - the same two through `review-agent-gateway native-host` when NATIVE_HOST_ARGS is set
-#     (the relay's argv after `native-host`, e.g. "chrome-extension://ID/"); see the
-#     NativeHostClient hook in bench/transports.py.
+#   - the same two through `review-agent-gateway native-host` (the relay of DESIGN §3, started
+#     with NATIVE_HOST_ARGS as its argv after `native-host`; default: Firefox's form with the
+#     companion add-on id, which needs no config; NATIVE_HOST_ARGS= (empty) skips the row). The
+#     relay finds the daemon's port through REVIEW_AGENT_GATEWAY_PORT (the config sets none).
 # All traffic goes to 127.0.0.1.
 #
 # Usage: bench/transports.sh [FILES] [LINES_PER_FILE]     (defaults: 2000 50: ~10k events)
@@ -87,9 +88,10 @@ fi
 token=$(REVIEW_AGENT_GATEWAY_HOME=$home "$bin" token show)
 echo "daemon pid $daemon_pid listening on 127.0.0.1:$port" >&2
 
-REVIEW_AGENT_GATEWAY_HOME=$home python3 bench/transports.py \
+native_args=${NATIVE_HOST_ARGS-"$work/com.review_agent.gateway.json companion@review-agent-gateway"}
+REVIEW_AGENT_GATEWAY_HOME=$home REVIEW_AGENT_GATEWAY_PORT=$port python3 bench/transports.py \
   --port "$port" --token "$token" --bin "$bin" --pid "$daemon_pid" \
   --project bench/large --base "$(git -C "$work/repo" rev-parse base)" \
   --head "$(git -C "$work/repo" rev-parse head)" --changed "$changed" \
   --samples "${SAMPLES:-2000}" --replays "${REPLAYS:-5}" \
-  ${NATIVE_HOST_ARGS:+--native-host-args "$NATIVE_HOST_ARGS"}
+  ${native_args:+--native-host-args "$native_args"}
