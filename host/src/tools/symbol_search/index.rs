@@ -282,7 +282,8 @@ impl IndexMode {
 /// how many are still unknown.
 #[derive(Debug)]
 pub struct Lookup {
-    /// The tags of each entry asked for, in order; empty for an unindexed entry.
+    /// The tags of each entry asked for, in order; empty for an unindexed entry, and for an
+    /// indexed one read from the file that holds no name the lookup's [`Wanted`] accepts.
     pub tags: Vec<Arc<FileTags>>,
     /// Distinct blobs parsed by this call (not found in memory or in the file).
     pub parsed: usize,
@@ -695,10 +696,13 @@ impl SymbolIndex {
     /// [`MAX_FILE_BYTES`](super::languages::MAX_FILE_BYTES): indexed as no symbols). With a
     /// `filter`, a file not yet indexed is parsed only when the filter accepts its bytes; the
     /// others stay unindexed (their tags unknown: not stored, empty in the answer, counted in
-    /// [`Lookup::unindexed`]). Reading, filtering and parsing run on up to
-    /// `available_parallelism` threads; what was parsed is written in one transaction. A
-    /// failure to read or write the file only costs speed (tags are parsed, or not stored),
-    /// never the answer.
+    /// [`Lookup::unindexed`]). With `wanted`, the tags read from the file are only those of
+    /// blobs holding a wanted name (the names table), the other indexed entries answering no
+    /// tags (and not cached as such); without, every indexed entry's tags are decoded. Tags in
+    /// memory and tags parsed by this call are answered whole. Reading, filtering and parsing
+    /// run on up to `available_parallelism` threads; what was parsed is written in one
+    /// transaction. A failure to read or write the file only costs speed (tags are parsed, or
+    /// not stored), never the answer.
     pub(crate) fn lookup<'a, F>(
         &self,
         entries: &[FileEntry],
