@@ -53,7 +53,12 @@
 //!   costly and seldom what a reviewer wants): a new file's history starts where it was added.
 //!   A directory is never followed (`follow` has no effect).
 //! - **blame** is gitoxide's `gix-blame` (same algorithm as `git blame`: Myers, renames
-//!   followed), limited to the requested range, so only the lines asked for are traced.
+//!   followed), limited to the requested range, so only the lines asked for are traced. It
+//!   costs about 2.4 times `git blame` (tokio, 200 lines of `sync/mpsc/chan.rs`: 3083 commits,
+//!   15142 trees decoded): gix-blame looks the path up from the root tree in every commit and
+//!   parent (git skips unchanged subtrees), and its rename detection scores every file added by
+//!   a commit (git's blame follows only the blamed path, `single_follow`); both are inside
+//!   gix-blame, and its options (diff algorithm, rewrites) must stay as they are for git's output.
 //! - **show** diffs the commit against its first parent (a root commit against the empty tree),
 //!   renames detected, and counts lines with the same Myers diff git uses, so the counts equal
 //!   `git diff --numstat -M <parent> <commit>` (for a merge, `git show --first-parent
