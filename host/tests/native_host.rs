@@ -670,6 +670,25 @@ fn callers_outside_the_allowlist_are_refused_and_firefox_argv_is_accepted() {
         assert_eq!(h.wait().code(), Some(1), "{args:?}");
     }
 
+    // A bad id in `[native_messaging] allowed_extensions` is a config error naming the key.
+    std::fs::write(
+        s.home.path().join("config/config.toml"),
+        "[native_messaging]\nallowed_extensions = [\"not an id\"]\n",
+    )
+    .expect("write config");
+    let mut h = s.host(&[FIREFOX_ID, FIREFOX_ID]);
+    let mut h2 = s.host(&["/m.json", FIREFOX_ID]);
+    assert_eq!(error_code(&h.recv()), "origin.not_allowed", "argv first");
+    let frame = h2.recv();
+    assert_eq!(error_code(&frame), "config.invalid");
+    let message = frame["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("native_messaging.allowed_extensions"),
+        "{message}"
+    );
+    assert_eq!(h2.wait().code(), Some(1));
+    s.write_config("");
+
     // Firefox's argv (manifest path, add-on id) and Chrome's with --parent-window (Windows).
     let _daemon = s.serve(&[]);
     let manifest = s.home.path().join("com.review_agent.gateway.json");
@@ -836,4 +855,22 @@ fn doctor_passes_the_hello_check() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("the host answered hello"), "{text}");
+}
+
+/// Something else on the port (no token file of ours): reported at once, no daemon started.
+#[test]
+fn a_foreign_listener_on_the_port_is_reported() {
+    let s = Setup::new();
+    let _listener = std::net::TcpListener::bind(("127.0.0.1", s.port)).expect("bind");
+    let mut h = s.host(&["/m.json", FIREFOX_ID]);
+    let frame = h.recv();
+    assert_eq!(error_code(&frame), "gateway.unavailable");
+    let message = frame["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("not this user's gateway daemon"),
+        "{message}"
+    );
+    h.expect_eof();
+    assert!(h.wait().success());
+    assert!(h.started_daemon().is_none(), "{}", h.log());
 }

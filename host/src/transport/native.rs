@@ -405,12 +405,21 @@ impl Connector for DaemonConnector {
             let _ = tcp.set_nodelay(true);
             let token = match Token::load(&token_file) {
                 Ok(token) => token,
+                // `serve` creates the token before it binds: a listener without our token file
+                // is not our daemon (another REVIEW_AGENT_GATEWAY_HOME, another program).
                 Err(crate::security::SecurityError::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::NotFound =>
                 {
-                    return Err(ConnectError::Unreachable(format!(
-                        "no token file at {} yet",
-                        token_file.display()
+                    return Err(ConnectError::Refused(GatewayError::new(
+                        codes::GATEWAY_UNAVAILABLE,
+                        format!(
+                            "something listens on 127.0.0.1:{port}, but there is no token file \
+                             at {}: it is not this user's gateway daemon (another \
+                             REVIEW_AGENT_GATEWAY_HOME, or another program)",
+                            token_file.display()
+                        ),
+                        "Stop the other program or daemon, or set another `port` in the \
+                         gateway's config.toml.",
                     )));
                 }
                 Err(e) => return Err(ConnectError::Refused(e.into())),
