@@ -194,22 +194,55 @@ fn doctor_reports_each_problem_with_a_fix_and_fails() {
     );
     assert!(report.contains("problem[daemon.unreachable]"), "{report}");
 
-    // Restored: the manifest is fine; the host must then answer hello (or say why not).
+    // Restored: the manifest is fine; the host answers hello — it starts the daemon of this
+    // home (on a free port of its config, stopped when the test ends) to do so.
     std::fs::write(&manifest, text).expect("write");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let gw = home.dir.path().join("gw");
+    std::fs::create_dir_all(gw.join("config")).expect("mkdir");
+    std::fs::write(gw.join("config/config.toml"), format!("port = {port}\n")).expect("write");
+    let _daemon = StopDaemon(gw.join("state/logs/native-host.log"));
+    let port = port.to_string();
     let out = home.run(&[
         "doctor",
         "--browser",
         "firefox",
         "--port",
-        "1",
+        &port,
         "--hello-timeout-ms",
-        "5000",
+        "10000",
     ]);
     let report = stdout(&out);
-    assert!(!report.contains("problem[manifest."), "{report}");
+    assert!(!report.contains("problem["), "{report}");
     assert!(
-        report.contains("ok: manifest valid; the host answered hello")
-            || report.contains("problem[host.no_hello]: host did not answer hello"),
+        report.contains("ok: manifest valid; the host answered hello"),
         "{report}"
     );
+    assert!(
+        report.contains("ok: GET /v1/health answered 200"),
+        "{report}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{report}");
+}
+
+/// Kills the daemon a native host started (its pid is in the host's log) when dropped.
+struct StopDaemon(PathBuf);
+
+impl Drop for StopDaemon {
+    fn drop(&mut self) {
+        let log = std::fs::read_to_string(&self.0).unwrap_or_default();
+        for line in log.lines().filter(|l| l.contains("started the daemon")) {
+            let pid = line
+                .split("pid=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
+    }
 }
