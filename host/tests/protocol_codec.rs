@@ -403,6 +403,27 @@ fn a_stream_ending_inside_a_frame_is_truncated() {
     let mut decoder = Decoder::new(4);
     decoder.frames(&prefixed(100, b"abc")).for_each(drop);
     assert_eq!(decoder.finish(), Err(FrameError::Truncated { missing: 97 }));
+
+    // An over-cap frame skipped to its last byte leaves the decoder at a boundary: all input
+    // taken, the next prefix needed, and the stream may end there (found by the fuzz harness).
+    let mut decoder = Decoder::new(2);
+    let stream = prefixed(3, b"abc");
+    assert_eq!(
+        decoder.decode(&stream),
+        Decoded::Complete {
+            frame: Err(FrameError::TooLarge {
+                declared: 3,
+                cap: 2
+            }),
+            consumed: 4
+        }
+    );
+    assert_eq!(
+        decoder.decode(&stream[4..]),
+        Decoded::Incomplete { needed: 4 }
+    );
+    assert!(decoder.is_idle());
+    assert_eq!(decoder.finish(), Ok(()));
 }
 
 #[test]
