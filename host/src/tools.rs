@@ -362,6 +362,59 @@ pub(crate) fn parse_input<T: DeserializeOwned>(
     }
 }
 
+/// The most path globs a tool accepts in one `paths` field.
+pub const MAX_GLOBS: usize = 64;
+/// The longest path glob accepted, in bytes.
+pub const MAX_GLOB_BYTES: usize = 1024;
+/// How far into a file a NUL byte marks it binary (git's heuristic, `buffer_is_binary`).
+pub const BINARY_PROBE_BYTES: usize = 8000;
+
+/// Whether `bytes` look binary to git: a NUL byte among the first [`BINARY_PROBE_BYTES`].
+pub(crate) fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
+}
+
+/// The glob set of `tool`'s `paths` field over repository-relative paths (`*` also matches
+/// across '/'; a leading `./` is ignored); `None` for absent or empty (every file).
+///
+/// # Errors
+/// `request.invalid` naming `paths`: more than [`MAX_GLOBS`] globs, one longer than
+/// [`MAX_GLOB_BYTES`], or a glob that does not parse.
+pub(crate) fn path_globs(
+    tool: &str,
+    paths: Option<&[String]>,
+) -> Result<Option<globset::GlobSet>, GatewayError> {
+    let Some(paths) = paths.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    if paths.len() > MAX_GLOBS {
+        return Err(invalid_field(
+            tool,
+            "paths",
+            format!("more than {MAX_GLOBS} globs"),
+        ));
+    }
+    let mut set = globset::GlobSetBuilder::new();
+    for glob in paths {
+        if glob.len() > MAX_GLOB_BYTES {
+            return Err(invalid_field(
+                tool,
+                "paths",
+                format!("a glob is longer than {MAX_GLOB_BYTES} bytes"),
+            ));
+        }
+        set.add(
+            globset::GlobBuilder::new(glob.trim_start_matches("./"))
+                .literal_separator(false)
+                .build()
+                .map_err(|e| invalid_field(tool, "paths", e))?,
+        );
+    }
+    set.build()
+        .map(Some)
+        .map_err(|e| invalid_field(tool, "paths", e))
+}
+
 /// `request.invalid` for a field with an out-of-range value.
 pub(crate) fn invalid_field(
     tool: &str,

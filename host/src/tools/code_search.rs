@@ -34,15 +34,9 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Lines in the output are cut to this many characters.
 pub const MAX_LINE_CHARS: usize = 500;
-/// How far into a file a NUL byte marks it binary.
-const BINARY_PROBE_BYTES: usize = 8000;
 /// Compiled regex size caps (bytes), so a pathological pattern is refused, not built.
 const REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 const DFA_SIZE_LIMIT: usize = 10 * 1024 * 1024;
-/// The longest path glob accepted, in bytes.
-const MAX_GLOB_BYTES: usize = 1024;
-/// The most path globs accepted.
-const MAX_GLOBS: usize = 64;
 /// Search threads at most (the machine's parallelism is the other bound).
 const MAX_THREADS: usize = 8;
 /// Fewer files than this per extra thread are searched by fewer threads.
@@ -125,7 +119,7 @@ impl GatewayTool for CodeSearch {
             ));
         }
         let matcher = build_matcher(&input)?;
-        let globs = build_globs(input.paths.as_deref())?;
+        let globs = super::path_globs(NAME, input.paths.as_deref())?;
         let rev = ctx.revision(input.rev.as_deref())?;
         let wanted = |p: &str| globs.as_ref().is_none_or(|g| g.is_match(p));
         let candidates = match &rev {
@@ -199,38 +193,6 @@ fn build_matcher(input: &CodeSearchInput) -> Result<RegexMatcher, GatewayError> 
         .map_err(|e| invalid_field(NAME, "query", format!("not a valid regex: {e}")))
 }
 
-/// A glob set over repository-relative paths, `None` for every file.
-fn build_globs(paths: Option<&[String]>) -> Result<Option<globset::GlobSet>, GatewayError> {
-    let Some(paths) = paths.filter(|p| !p.is_empty()) else {
-        return Ok(None);
-    };
-    if paths.len() > MAX_GLOBS {
-        return Err(invalid_field(
-            NAME,
-            "paths",
-            format!("more than {MAX_GLOBS} globs"),
-        ));
-    }
-    let mut set = globset::GlobSetBuilder::new();
-    for glob in paths {
-        if glob.len() > MAX_GLOB_BYTES {
-            return Err(invalid_field(
-                NAME,
-                "paths",
-                "a glob is longer than 1024 bytes",
-            ));
-        }
-        set.add(
-            globset::GlobBuilder::new(glob.trim_start_matches("./"))
-                .literal_separator(false)
-                .build()
-                .map_err(|e| invalid_field(NAME, "paths", e))?,
-        );
-    }
-    set.build()
-        .map(Some)
-        .map_err(|e| invalid_field(NAME, "paths", e))
-}
 
 /// One match with its context, as collected.
 struct Hit {
@@ -427,7 +389,7 @@ fn search_one(
     bytes: &[u8],
     limit: usize,
 ) -> FileHits {
-    if is_binary(bytes) {
+    if super::is_binary(bytes) {
         return FileHits::default();
     }
     let mut sink = Collect {
@@ -510,11 +472,6 @@ impl Sink for Collect<'_> {
         self.pending_before.clear();
         Ok(true)
     }
-}
-
-/// A NUL byte in the first 8000 bytes.
-fn is_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
 }
 
 /// A line without its terminator, lossily decoded, cut at [`MAX_LINE_CHARS`] characters.

@@ -16,8 +16,6 @@ use crate::error::{GatewayError, codes};
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// At most this many bytes of text are returned; longer ranges (or lines) are cut.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
-/// A NUL byte in this many leading bytes makes a file binary (git's heuristic).
-const BINARY_PROBE_BYTES: usize = 8000;
 
 /// Input of `file_read`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -145,8 +143,7 @@ enum Content {
 }
 
 fn classify(data: Vec<u8>) -> Content {
-    let probe = &data[..data.len().min(BINARY_PROBE_BYTES)];
-    if probe.contains(&0) {
+    if super::is_binary(&data) {
         Content::Binary {
             size: data.len() as u64,
         }

@@ -83,10 +83,6 @@ pub const MAX_RESULTS: usize = 1000;
 pub const MAX_QUERY_CHARS: usize = 256;
 /// The longest `kind` accepted, in characters.
 const MAX_KIND_CHARS: usize = 64;
-/// The longest path glob accepted, in bytes.
-const MAX_GLOB_BYTES: usize = 1024;
-/// The most path globs accepted.
-const MAX_GLOBS: usize = 64;
 
 /// How `query` is compared with symbol names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -213,7 +209,7 @@ impl GatewayTool for SymbolSearch {
     ) -> Result<ToolOutput, GatewayError> {
         let input: SymbolSearchInput = parse_input(NAME, input)?;
         let request = Request::new(&input)?;
-        let globs = build_globs(input.paths.as_deref())?;
+        let globs = super::path_globs(NAME, input.paths.as_deref())?;
         let rev = ctx.revision(input.rev.as_deref())?;
 
         let opened;
@@ -615,38 +611,6 @@ impl Request {
     }
 }
 
-/// A glob set over repository-relative paths, `None` for every file.
-fn build_globs(paths: Option<&[String]>) -> Result<Option<globset::GlobSet>, GatewayError> {
-    let Some(paths) = paths.filter(|p| !p.is_empty()) else {
-        return Ok(None);
-    };
-    if paths.len() > MAX_GLOBS {
-        return Err(invalid_field(
-            NAME,
-            "paths",
-            format!("more than {MAX_GLOBS} globs"),
-        ));
-    }
-    let mut set = globset::GlobSetBuilder::new();
-    for glob in paths {
-        if glob.len() > MAX_GLOB_BYTES {
-            return Err(invalid_field(
-                NAME,
-                "paths",
-                "a glob is longer than 1024 bytes",
-            ));
-        }
-        set.add(
-            globset::GlobBuilder::new(glob.trim_start_matches("./"))
-                .literal_separator(false)
-                .build()
-                .map_err(|e| invalid_field(NAME, "paths", e))?,
-        );
-    }
-    set.build()
-        .map(Some)
-        .map_err(|e| invalid_field(NAME, "paths", e))
-}
 
 // === snapshots ===
 

@@ -307,7 +307,7 @@ fn count(
             return Ok(file);
         }
     };
-    if is_binary(&before) || is_binary(&after) {
+    if crate::tools::is_binary(&before) || crate::tools::is_binary(&after) {
         file.binary = true;
         return Ok(file);
     }
@@ -318,7 +318,3 @@ fn count(
     Ok(file)
 }
 
-/// git's binary heuristic: a NUL byte among the first 8000 bytes.
-fn is_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(8000)].contains(&0)
-}

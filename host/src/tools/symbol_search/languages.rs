@@ -18,8 +18,6 @@ pub const INDEX_VERSION: u32 = 2;
 /// Files larger than this (bytes) are not parsed; they are indexed as having no symbols.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
-/// How far into a file a NUL byte marks it binary (not parsed).
-const BINARY_PROBE_BYTES: usize = 8000;
 
 /// A language with a grammar and a tag query. TSX is TypeScript with JSX, reported as
 /// `typescript`.
@@ -172,9 +170,9 @@ pub struct TagRecord {
     pub text: u32,
 }
 
-/// Whether `bytes` look binary (a NUL byte near the start).
+/// Whether `bytes` look binary (git's heuristic: a NUL byte among the first 8000 bytes).
 pub fn is_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
+    crate::tools::is_binary(bytes)
 }
 
 /// The tags of `source` as `lang`, with `context` reused between files of one thread. Binary
