@@ -600,7 +600,7 @@ pub enum ReassembleError {
     /// `frame` so it can still be handled.
     #[error(
         "a `{}` frame arrived after {received} chunk(s) of id {} and before its final chunk",
-        frame_type(.frame),
+        .frame.type_name(),
         show_id(.id)
     )]
     Interrupted {
@@ -633,20 +633,6 @@ pub enum ReassembleError {
 fn show_id(id: &Option<FrameId>) -> String {
     id.as_ref()
         .map_or_else(|| "null".to_owned(), |id| format!("{id:?}"))
-}
-
-/// The frame's `type` tag.
-fn frame_type(frame: &Frame) -> &'static str {
-    match frame {
-        Frame::Hello(_) => "hello",
-        Frame::Request(_) => "request",
-        Frame::Response(_) => "response",
-        Frame::Event(_) => "event",
-        Frame::End(_) => "end",
-        Frame::Cancel(_) => "cancel",
-        Frame::Error(_) => "error",
-        Frame::Chunk(_) => "chunk",
-    }
 }
 
 impl From<ReassembleError> for GatewayError {

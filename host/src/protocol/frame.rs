@@ -61,6 +61,22 @@ pub enum Frame {
     Chunk(ChunkFrame),
 }
 
+impl Frame {
+    /// The frame's `type` tag, e.g. `"request"`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Frame::Hello(_) => "hello",
+            Frame::Request(_) => "request",
+            Frame::Response(_) => "response",
+            Frame::Event(_) => "event",
+            Frame::End(_) => "end",
+            Frame::Cancel(_) => "cancel",
+            Frame::Error(_) => "error",
+            Frame::Chunk(_) => "chunk",
+        }
+    }
+}
+
 /// `hello` (DESIGN §4): the client lists the protocol versions it speaks; the gateway answers
 /// the one it chose, its version and its capabilities (`GET /v1/capabilities` data).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -175,6 +191,7 @@ mod tests {
         ];
         for value in frames {
             let frame: Frame = serde_json::from_value(value.clone()).expect("parses");
+            assert_eq!(frame.type_name(), value["type"]);
             assert_eq!(serde_json::to_value(&frame).expect("serializes"), value);
         }
     }

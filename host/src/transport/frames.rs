@@ -114,7 +114,7 @@ impl Dispatcher {
                 }
             }
             other => {
-                let kind = frame_type(&other);
+                let kind = other.type_name();
                 let id = frame_id(&other);
                 self.reject(
                     id,
@@ -454,19 +454,6 @@ pub fn parse_frame(text: &str) -> Result<Frame, (Option<FrameId>, GatewayError)>
             ),
         )
     })
-}
-
-fn frame_type(frame: &Frame) -> &'static str {
-    match frame {
-        Frame::Hello(_) => "hello",
-        Frame::Request(_) => "request",
-        Frame::Response(_) => "response",
-        Frame::Event(_) => "event",
-        Frame::End(_) => "end",
-        Frame::Cancel(_) => "cancel",
-        Frame::Error(_) => "error",
-        Frame::Chunk(_) => "chunk",
-    }
 }
 
 fn frame_id(frame: &Frame) -> Option<FrameId> {
