@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, dechunk, git};
+use common::{bin, dechunk, git, read_port, token};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -147,34 +147,6 @@ fn spawn_with(home: &Path, env: &[(&str, &str)]) -> Child {
         )
         .spawn()
         .expect("serve starts")
-}
-
-/// The first stdout line is `listening on http://127.0.0.1:<port>`.
-fn read_port(child: &mut Child) -> u16 {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the listening line");
-    line.trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"))
-}
-
-fn token(home: &Path) -> String {
-    let out = Command::new(bin())
-        .args(["token", "show"])
-        .env("REVIEW_AGENT_GATEWAY_HOME", home)
-        .output()
-        .expect("token show runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// A parsed HTTP response; chunked bodies are de-chunked.

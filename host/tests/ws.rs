@@ -4,12 +4,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{bin, git};
+use common::{bin, git, read_port, token};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -128,29 +126,6 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn read_port(child: &mut Child) -> u16 {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the listening line");
-    line.trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"))
-}
-
-fn token(home: &Path) -> String {
-    let out = Command::new(bin())
-        .args(["token", "show"])
-        .env("REVIEW_AGENT_GATEWAY_HOME", home)
-        .output()
-        .expect("token show runs");
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 struct Client {

@@ -1,8 +1,9 @@
 //! Helpers shared by the test binaries that spawn the real program (`mod common;`).
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
 
 /// Path of the binary under test.
 pub fn bin() -> &'static str {
@@ -46,4 +47,34 @@ pub fn dechunk(body: &str) -> String {
         rest = tail[n..].strip_prefix("\r\n").unwrap_or(&tail[n..]);
     }
     out
+}
+
+/// The port of a `serve --port 0` child: its first stdout line is
+/// `listening on http://127.0.0.1:<port>`. Takes the child's piped stdout.
+pub fn read_port(child: &mut Child) -> u16 {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the listening line");
+    line.trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
+}
+
+/// The local token of the gateway home `home` (`token show`, which creates it once).
+pub fn token(home: &Path) -> String {
+    let out = Command::new(bin())
+        .args(["token", "show"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", home)
+        .output()
+        .expect("token show runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
