@@ -219,8 +219,9 @@ impl ToolContext {
     }
 
     /// The redactor for what this context's calls show (tool events, logs, command output):
-    /// the built-in secret formats, the user's home, and the repository's absolute path as
-    /// `<repo>` (draft §10 "Tool Event Redaction", DESIGN §7).
+    /// the built-in secret formats, the user's home, the repository's absolute path as
+    /// `<repo>`, and the gateway's bearer token when the user has one (draft §10 "Tool Event
+    /// Redaction", DESIGN §7).
     pub fn redactor(&self) -> &crate::security::redact::Redactor {
         self.redactor.get_or_init(|| repository_redactor(self))
     }
@@ -435,5 +436,20 @@ fn repository_redactor(ctx: &ToolContext) -> crate::security::redact::Redactor {
         .work_root
         .clone()
         .unwrap_or_else(|| ctx.repo.git_dir().to_owned());
-    crate::security::redact::Redactor::new().with_path(&root, "<repo>")
+    with_gateway_token(crate::security::redact::Redactor::new().with_path(&root, "<repo>"))
+}
+
+/// `redactor` that also hides the gateway's own bearer token, when this user has one (the
+/// daemon's and the CLI's token file are the same): a command that prints it, or a query that
+/// quotes it, must not show it in events, logs, audit records or `run_check` output.
+pub(crate) fn with_gateway_token(
+    redactor: crate::security::redact::Redactor,
+) -> crate::security::redact::Redactor {
+    let token = crate::config::Paths::discover()
+        .ok()
+        .and_then(|paths| crate::security::Token::load(&paths.token_file()).ok());
+    match token {
+        Some(token) => redactor.with_secret(token.expose_secret()),
+        None => redactor,
+    }
 }

@@ -1082,7 +1082,8 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
     text.push_str(
         "\n[tools.run_check]\nenabled = true\ntimeout_seconds = 60\n\n\
          [[tools.run_check.commands]]\nargv = [\"git\", \"rev-parse\", \"--show-toplevel\"]\n\n\
-         [[tools.run_check.commands]]\nargv = [\"sleep\", \"*\"]\n",
+         [[tools.run_check.commands]]\nargv = [\"sleep\", \"*\"]\n\n\
+         [[tools.run_check.commands]]\nargv = [\"echo\", \"*\"]\n",
     );
     std::fs::write(&config, text).expect("write config");
     let _ = d.child.kill();
@@ -1111,6 +1112,15 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
         output["stdout"], "<repo>\n",
         "the repository's path is redacted: {output}"
     );
+    // The gateway's own token never comes back, nor reaches the log or the audit file.
+    let echoed = d.authed(
+        "POST",
+        "/v1/tools/run_check",
+        Some(&body(json!(["echo", d.token.clone()]))),
+    );
+    assert_eq!(echoed.status, 200, "{}", echoed.body);
+    assert!(!echoed.body.contains(&d.token), "{}", echoed.body);
+    assert!(echoed.body.contains("[REDACTED"), "{}", echoed.body);
     let refused = d.authed(
         "POST",
         "/v1/tools/run_check",
@@ -1156,9 +1166,12 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
-    assert_eq!(lines.len(), 3, "{audit}");
-    assert_eq!(lines[1]["outcome"], "refused", "{audit}");
-    assert_eq!(lines[2]["cancelled"], true, "{audit}");
+    assert_eq!(lines.len(), 4, "{audit}");
+    assert_eq!(lines[2]["outcome"], "refused", "{audit}");
+    assert_eq!(lines[3]["cancelled"], true, "{audit}");
+    assert!(!audit.contains(&d.token), "{audit}");
+    let log = std::fs::read_to_string(d.home.path().join("serve.log")).expect("serve.log");
+    assert!(!log.contains(&d.token), "{log}");
 }
 
 /// A cold `symbol_search` parses only the files that contain the name; the daemon then

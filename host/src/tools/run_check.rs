@@ -414,7 +414,7 @@ fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError
         codes::TOOL_COMMAND_NOT_ALLOWED,
         format!(
             "run_check refused {}: {reason}",
-            crate::security::redact::redact(&format!("{argv:?}"))
+            super::with_gateway_token(Redactor::new()).redact(&format!("{argv:?}"))
         ),
         remediation,
     )
@@ -751,10 +751,13 @@ mod limits {
 // === Audit ===
 
 /// Appends one JSON line per call to the audit log. The log is the user's own (mode 0600): it
-/// keeps the absolute working directory, but arguments are redacted of tokens.
+/// keeps the absolute working directory, but arguments are redacted of tokens (the gateway's
+/// own included).
 struct Audit {
     path: PathBuf,
     cwd: Option<PathBuf>,
+    // Invariant: hides tokens (the gateway's own included) but not paths.
+    redactor: Redactor,
 }
 
 impl Audit {
@@ -762,12 +765,13 @@ impl Audit {
         Audit {
             path: settings.state_dir.join(AUDIT_LOG),
             cwd: ctx.work_root().ok().map(Path::to_owned),
+            redactor: super::with_gateway_token(Redactor::new()),
         }
     }
 
     fn argv(&self, argv: &[String]) -> Vec<String> {
         argv.iter()
-            .map(|a| crate::security::redact::redact(a).into_owned())
+            .map(|a| self.redactor.redact(a).into_owned())
             .collect()
     }
 
