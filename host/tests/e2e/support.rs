@@ -428,6 +428,8 @@ pub fn run_binary(args: &[&str], config_home: &Path) -> Run {
         .args(args)
         .env("XDG_CONFIG_HOME", config_home)
         .env("HOME", config_home)
+        // A developer's own gateway home would replace the isolated config dir.
+        .env_remove("REVIEW_AGENT_GATEWAY_HOME")
         .env_remove("NO_COLOR")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
