@@ -964,6 +964,7 @@ fn tools_over_http() {
     let data = &head.json()["data"];
     assert_eq!(data["tool"], "file_read");
     assert_eq!(data["ref"], "main");
+    assert_eq!(data["commit"], d.head.as_str());
     assert!(data["callId"].as_str().unwrap_or("").starts_with("call_"));
     assert_eq!(
         data["output"]["text"],

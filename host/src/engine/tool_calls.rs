@@ -70,8 +70,15 @@ impl Gateway {
                 GatewayError::new(
                     codes::REPOSITORY_NOT_MAPPED,
                     format!(
-                        "No local repository is mapped to this GitLab project ({} {}).",
-                        request.gitlab_origin, request.project_path
+                        "No local repository is mapped to this GitLab project ({} {}). Map it \
+                         with `review-agent-gateway mappings add --gitlab-origin {} \
+                         --project-path {} --local-path <clone>`, or propose it with POST \
+                         /v1/repository-mappings and confirm it with `review-agent-gateway \
+                         mappings confirm <id>`.",
+                        request.gitlab_origin,
+                        request.project_path,
+                        request.gitlab_origin,
+                        request.project_path
                     ),
                     // The draft's remediation, verbatim (draft §4).
                     "Open Gateway settings and add a repository mapping.",
@@ -88,6 +95,10 @@ impl Gateway {
             let paths = Paths::discover()?;
             ctx = ctx.with_run_check(config.tools.run_check.clone(), paths.state_dir());
         }
+        let commit = match ctx.default_revision() {
+            tools::ToolRevision::Commit(revision) => Some(revision.id.to_string()),
+            tools::ToolRevision::Worktree => None,
+        };
         let call_id = new_id("call");
         let input_ref = request
             .input
@@ -119,6 +130,7 @@ impl Gateway {
                     call_id,
                     tool: name.to_owned(),
                     rev,
+                    commit,
                     output: output.value,
                     truncated: output.truncated,
                     duration_ms: done.duration_ms.unwrap_or(0),

@@ -123,6 +123,9 @@ pub struct ToolCallResult {
     /// The revision the call read by default, as requested (`WORKTREE`, a branch or a SHA).
     #[serde(rename = "ref")]
     pub rev: String,
+    /// The commit `ref` resolved to (full SHA); absent for `WORKTREE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     /// The tool's JSON answer; its shape is the tool's own (see its description).
     pub output: serde_json::Value,
     /// `true` when the tool hit a cap (bytes, entries, matches).
