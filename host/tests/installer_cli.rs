@@ -140,10 +140,22 @@ fn install_refuses_bad_ids_and_names() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("error[request.invalid]"));
     let out = home.run(&["install", "--browser", "safari"]);
     assert_eq!(out.status.code(), Some(2));
-    // No Chrome id given and no default yet: refused, nothing written.
-    let out = home.run(&["install", "--browser", "chrome"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(home.files().is_empty());
+    // No Chrome id given: the companion extension's (fixed by the `key` in
+    // extension-bridge/extension/manifest.json) is allowed.
+    let out = home.run(&["install", "--browser", "chrome"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let manifest = home
+        .files()
+        .into_iter()
+        .find(|p| p.ends_with("com.review_agent.gateway.json"))
+        .expect("a manifest was written");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(manifest).expect("read")).expect("JSON");
+    assert_eq!(
+        manifest["allowed_origins"],
+        serde_json::json!(["chrome-extension://dfdnfmehigamlgmiglpnpoakceohheag/"])
+    );
 }
 
 #[test]

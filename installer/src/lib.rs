@@ -40,10 +40,10 @@ pub fn manifest_file_name() -> String {
     format!("{HOST_NAME}.json")
 }
 
-/// PLACEHOLDER — the companion extension's Chrome id, allowed when no `--extension-id` gives a
-/// Chrome one. `None` until `extension-bridge/` exists: its manifest's `key` fixes the id (the
-/// first 32 hex digits of SHA-256 of the DER public key, mapped 0-f → a-p). Set it then.
-pub const COMPANION_CHROME_EXTENSION_ID: Option<&str> = None;
+/// The companion extension's Chrome id, allowed when no `--extension-id` gives a Chrome one.
+/// Fixed by the `key` in `extension-bridge/extension/manifest.json`: the first 32 hex digits of
+/// SHA-256 of that DER public key, mapped 0-f → a-p (checked by `extension-bridge/tests/e2e.mjs`).
+pub const COMPANION_CHROME_EXTENSION_ID: Option<&str> = Some("dfdnfmehigamlgmiglpnpoakceohheag");
 
 /// PLACEHOLDER — the companion extension's Firefox add-on id
 /// (`browser_specific_settings.gecko.id` in `extension-bridge/`'s manifest), allowed when no

@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// Builds the companion extension for each browser family from the one source in extension/:
+//   node build.mjs [--dev-origin ORIGIN]...
+// emits dist/chrome/ (service worker background, the fixed `key` so the id is stable) and
+// dist/firefox/ (event-page background scripts, `browser_specific_settings.gecko.id`, no `key`).
+// `--dev-origin http://127.0.0.1` adds an origin to the content script's matches and the host
+// permissions (tests use it for a page on loopback standing in for a GitLab origin).
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync, readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = dirname(fileURLToPath(import.meta.url));
+const source = join(root, "extension");
+
+/** Parses `--dev-origin ORIGIN` (repeatable) and `--out DIR`; exits 2 on anything else. */
+function parseArgs(argv) {
+  const devOrigins = [];
+  let out = join(root, "dist");
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === "--dev-origin" && argv[i + 1]) {
+      const origin = new URL(argv[++i]).origin;
+      devOrigins.push(origin);
+    } else if (arg === "--out" && argv[i + 1]) {
+      out = argv[++i];
+    } else {
+      console.error(`build.mjs: unknown argument ${arg}\nusage: node build.mjs [--dev-origin ORIGIN]... [--out DIR]`);
+      process.exit(2);
+    }
+  }
+  return { devOrigins, out };
+}
+
+/** The manifest of one family ("chrome" or "firefox") from the shared source manifest. */
+export function manifestFor(family, base, devOrigins = []) {
+  const m = structuredClone(base);
+  const patterns = devOrigins.map((o) => `${o.replace(/:\d+$/, "")}/*`);
+  m.host_permissions = [...m.host_permissions, ...patterns];
+  m.content_scripts = m.content_scripts.map((cs) => ({ ...cs, matches: [...cs.matches, ...patterns] }));
+  if (family === "chrome") {
+    m.background = { service_worker: base.background.service_worker };
+    delete m.browser_specific_settings;
+  } else if (family === "firefox") {
+    m.background = { scripts: base.background.scripts };
+    delete m.key;
+  } else {
+    throw new Error(`unknown family ${family}`);
+  }
+  return m;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { devOrigins, out } = parseArgs(process.argv.slice(2));
+  const base = JSON.parse(readFileSync(join(source, "manifest.json"), "utf8"));
+  for (const family of ["chrome", "firefox"]) {
+    const dir = join(out, family);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    for (const file of readdirSync(source)) {
+      if (file !== "manifest.json") cpSync(join(source, file), join(dir, file), { recursive: true });
+    }
+    writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifestFor(family, base, devOrigins), null, 2) + "\n");
+    console.log(`built ${dir}`);
+  }
+}

@@ -1,0 +1,319 @@
+// Client library of the Review Agent Gateway for GitLab pages (userscripts): one API over three
+// transports, tried in this order by connect():
+//   1. the companion extension (window.postMessage ⇄ content script ⇄ native messaging),
+//   2. WebSocket ws://127.0.0.1:4317/v1/ws (token as the `bearer.<token>` subprotocol),
+//   3. HTTP + SSE on http://127.0.0.1:4317 (token as `Authorization: Bearer`, SSE read with
+//      fetch streaming).
+// Frames are those of DESIGN §4; the routes those of the README's HTTP API. AgentEvents of an
+// unknown `type` are skipped (logged with console.debug), as DESIGN §5 asks of clients.
+
+export const PROTOCOL_VERSIONS = ["1.0"];
+export const DEFAULT_PORT = 4317;
+const CHANNEL = "review-agent-gateway";
+
+/** AgentEvent types this client knows (DESIGN §5); others are ignored. */
+export const EVENT_TYPES = new Set([
+  "run.created", "stage.changed", "context.added", "tool.started", "tool.completed",
+  "text.delta", "finding.created", "warning", "run.completed", "run.failed", "run.cancelled",
+]);
+const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled"]);
+
+/** An error answered by the gateway (the common error object) or raised by a transport. */
+export class GatewayError extends Error {
+  constructor(error, status) {
+    super(error?.message ?? String(error));
+    this.name = "GatewayError";
+    this.code = error?.code ?? "gateway.unavailable";
+    this.retryable = Boolean(error?.retryable);
+    this.remediation = error?.remediation ?? null;
+    this.status = status ?? null;
+  }
+}
+
+const unavailable = (message) =>
+  new GatewayError({ code: "gateway.unavailable", message, retryable: true,
+    remediation: "Start the gateway (`review-agent-gateway serve`) or install the companion extension." });
+
+/** A minimal async queue: push values, then end or fail; iterate with for await. */
+class Queue {
+  #items = [];
+  #waiters = [];
+  #done = false;
+  #error = null;
+  push(value) { this.#settle({ value, done: false }); }
+  end() { this.#done = true; this.#flush(); }
+  fail(error) { this.#error = error; this.#done = true; this.#flush(); }
+  #settle(result) {
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter.resolve(result); else this.#items.push(result);
+  }
+  #flush() {
+    while (this.#waiters.length) {
+      const w = this.#waiters.shift();
+      if (this.#error) w.reject(this.#error); else w.resolve({ value: undefined, done: true });
+    }
+  }
+  next() {
+    if (this.#items.length) return Promise.resolve(this.#items.shift());
+    if (this.#done) return this.#error ? Promise.reject(this.#error) : Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+}
+
+/** Frame-based transports (extension, WebSocket): multiplexes requests by id. */
+class FrameTransport {
+  #nextId = 1;
+  #pending = new Map(); // id -> { resolve, reject } or { queue }
+  constructor(kind, send) {
+    this.kind = kind;
+    this.send = send;
+    this.hello = null;
+  }
+  onFrame(frame, origin) {
+    if (frame?.type === "hello") { this.helloResolve?.({ ...frame, origin }); return; }
+    if (frame?.type === "extension.present") { this.presentResolve?.(); return; }
+    const entry = this.#pending.get(frame?.id);
+    if (!entry) return;
+    if (frame.type === "response") {
+      this.#pending.delete(frame.id);
+      if (entry.queue) {
+        // A streaming route answered with a plain response: an error before the stream.
+        entry.queue.fail(new GatewayError(frame.body?.error, frame.status));
+      } else if (frame.body?.ok === false || frame.status >= 400) {
+        entry.reject(new GatewayError(frame.body?.error, frame.status));
+      } else {
+        entry.resolve(frame.body?.data);
+      }
+    } else if (frame.type === "event" && entry.queue) {
+      entry.queue.push(frame.event);
+    } else if (frame.type === "end" && entry.queue) {
+      this.#pending.delete(frame.id);
+      entry.queue.end();
+    } else if (frame.type === "error") {
+      this.#pending.delete(frame.id);
+      const error = new GatewayError(frame.error);
+      if (entry.queue) entry.queue.fail(error); else entry.reject(error);
+    }
+  }
+  /** Every open request fails (the connection is gone). */
+  failAll(error) {
+    for (const entry of this.#pending.values()) entry.queue ? entry.queue.fail(error) : entry.reject(error);
+    this.#pending.clear();
+  }
+  request(method, path, body) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.send({ type: "request", id, method, path, body });
+    });
+  }
+  stream(method, path, body) {
+    const id = this.#nextId++;
+    const queue = new Queue();
+    this.#pending.set(id, { queue });
+    this.send({ type: "request", id, method, path, body });
+    return { queue, stop: () => { if (this.#pending.delete(id)) { this.send({ type: "cancel", id }); queue.end(); } } };
+  }
+}
+
+/** The companion extension, if its content script acknowledges a hello within `timeoutMs`;
+ * then the gateway's hello (through the native host, which may have to start) within
+ * `helloTimeoutMs`. */
+async function connectExtension(timeoutMs, helloTimeoutMs) {
+  const transport = new FrameTransport("extension", (frame) =>
+    window.postMessage({ channel: CHANNEL, dir: "to-extension", frame }, location.origin));
+  window.addEventListener("message", (event) => {
+    const data = event.data;
+    if (event.source !== window || !data || data.channel !== CHANNEL || data.dir !== "from-extension") return;
+    transport.onFrame(data.frame, data.origin);
+  });
+  const present = new Promise((resolve) => { transport.presentResolve = resolve; });
+  const answered = new Promise((resolve) => { transport.helloResolve = resolve; });
+  transport.send({ type: "hello", protocolVersions: PROTOCOL_VERSIONS });
+  await withTimeout(present, timeoutMs, "the companion extension is not installed for this page");
+  const hello = await withTimeout(answered, helloTimeoutMs, "the companion extension's native host did not answer");
+  if (hello.type !== "hello") throw new GatewayError(hello.error);
+  transport.hello = hello;
+  return transport;
+}
+
+/** WebSocket `/v1/ws`, the token offered as a `bearer.<token>` subprotocol entry. */
+async function connectWebSocket(url, token, timeoutMs) {
+  const protocols = ["review-agent-gateway.v1", ...(token ? [`bearer.${token}`] : [])];
+  const socket = new WebSocket(url, protocols);
+  const transport = new FrameTransport("websocket", (frame) => socket.send(JSON.stringify(frame)));
+  socket.onmessage = (m) => { try { transport.onFrame(JSON.parse(m.data)); } catch { /* not JSON */ } };
+  const hello = await withTimeout(new Promise((resolve, reject) => {
+    transport.helloResolve = resolve;
+    socket.onopen = () => transport.send({ type: "hello", protocolVersions: PROTOCOL_VERSIONS });
+    socket.onerror = () => reject(unavailable(`WebSocket ${url} refused`));
+    socket.onclose = () => reject(unavailable(`WebSocket ${url} closed`));
+  }), timeoutMs, `WebSocket ${url} did not answer`).catch((e) => { socket.close(); throw e; });
+  socket.onclose = () => transport.failAll(unavailable("the WebSocket closed"));
+  transport.hello = hello;
+  return transport;
+}
+
+/** Parses a text/event-stream body into AgentEvents (the `data:` lines of each event). */
+async function* readSse(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+      const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+      if (data) { try { yield JSON.parse(data); } catch { /* not JSON: skipped */ } }
+    }
+  }
+}
+
+/** HTTP + SSE. */
+class HttpTransport {
+  constructor(baseUrl, token) {
+    this.kind = "sse";
+    this.baseUrl = baseUrl;
+    this.token = token;
+    this.hello = null;
+  }
+  async #fetch(method, path, body) {
+    const headers = { accept: "application/json, text/event-stream" };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    try {
+      return await fetch(this.baseUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (e) {
+      throw unavailable(`${this.baseUrl} refused: ${e.message}`);
+    }
+  }
+  async request(method, path, body) {
+    const response = await this.#fetch(method, path, body);
+    const json = await response.json().catch(() => null);
+    if (!response.ok || json?.ok === false) throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status);
+    return json?.data;
+  }
+  stream(method, path, body) {
+    const queue = new Queue();
+    const controller = { stopped: false };
+    (async () => {
+      const response = await this.#fetch(method, path, body);
+      if (!response.headers.get("content-type")?.startsWith("text/event-stream")) {
+        const json = await response.json().catch(() => null);
+        throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status);
+      }
+      for await (const event of readSse(response)) {
+        if (controller.stopped) return;
+        queue.push(event);
+      }
+      queue.end();
+    })().catch((e) => queue.fail(e instanceof GatewayError ? e : unavailable(String(e))));
+    return { queue, stop: () => { controller.stopped = true; queue.end(); } };
+  }
+}
+
+function withTimeout(promise, ms, message) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => { timer = setTimeout(() => reject(unavailable(message)), ms); }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** The gateway, over whichever transport connect() found. */
+export class Gateway {
+  constructor(transport, failures = []) {
+    this.transport = transport;
+    /** Why the transports tried before this one failed, e.g. `["extension: …"]`. */
+    this.failures = failures;
+  }
+  /** "extension" | "websocket" | "sse". */
+  get transportKind() { return this.transport.kind; }
+  /** The hello frame (frame transports) or null (SSE). */
+  get hello() { return this.transport.hello; }
+  health() { return this.transport.request("GET", "/v1/health"); }
+  capabilities() { return this.transport.request("GET", "/v1/capabilities"); }
+  getRun(runId) { return this.transport.request("GET", `/v1/runs/${encodeURIComponent(runId)}`); }
+  cancel(runId, reason) {
+    return this.transport.request("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`, reason ? { reason } : {});
+  }
+  resume(runId) { return this.transport.request("POST", `/v1/runs/${encodeURIComponent(runId)}/resume`, {}); }
+  chat(request) { return this.transport.request("POST", "/v1/chat", request); }
+  /** The events of a run after `afterSeq` (0: all), until the run ends. */
+  events(runId, afterSeq = 0) {
+    return this.#events("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${afterSeq}`, undefined);
+  }
+  /** Starts a review (POST /v1/reviews) and yields its AgentEvents; after a retryable drop the
+   * stream is resumed from the last seq seen (at most 3 times in a row). */
+  review(request) { return this.#events("POST", "/v1/reviews", request); }
+
+  async *#events(method, path, body) {
+    let runId = null;
+    let lastSeq = 0;
+    let retries = 0;
+    let current = this.transport.stream(method, path, body);
+    try {
+      for (;;) {
+        let result;
+        try {
+          result = await current.queue.next();
+        } catch (error) {
+          if (!(error instanceof GatewayError) || !error.retryable || !runId || retries >= 3) throw error;
+          retries++;
+          await new Promise((r) => setTimeout(r, 200 * retries));
+          current = this.transport.stream("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${lastSeq}`);
+          continue;
+        }
+        if (result.done) return;
+        const event = result.value;
+        retries = 0;
+        if (typeof event?.seq === "number") {
+          if (event.seq <= lastSeq) continue; // replayed after a resume
+          lastSeq = event.seq;
+        }
+        runId ??= event?.runId ?? null;
+        if (!EVENT_TYPES.has(event?.type)) { console.debug("review-agent-gateway: ignoring event", event?.type); continue; }
+        yield event;
+        if (TERMINAL.has(event.type)) return;
+      }
+    } finally {
+      current.stop();
+    }
+  }
+}
+
+/**
+ * Connects to the gateway: the companion extension (hello within `extensionTimeoutMs`), else
+ * the WebSocket, else HTTP + SSE (checked with GET /v1/health).
+ * @throws GatewayError `gateway.unavailable` when none answers.
+ */
+export async function connect(options = {}) {
+  const {
+    port = DEFAULT_PORT,
+    token = null,
+    extensionTimeoutMs = 500,
+    timeoutMs = 3000,
+    helloTimeoutMs = 10000,
+    transports = ["extension", "websocket", "sse"],
+  } = options;
+  const wsUrl = options.wsUrl ?? `ws://127.0.0.1:${port}/v1/ws`;
+  const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
+  const failures = [];
+  for (const kind of transports) {
+    try {
+      if (kind === "extension" && typeof window !== "undefined") return new Gateway(await connectExtension(extensionTimeoutMs, helloTimeoutMs), failures);
+      if (kind === "websocket" && typeof WebSocket !== "undefined") return new Gateway(await connectWebSocket(wsUrl, token, timeoutMs), failures);
+      if (kind === "sse") {
+        const transport = new HttpTransport(baseUrl, token);
+        await withTimeout(transport.request("GET", "/v1/health"), timeoutMs, `${baseUrl} did not answer`);
+        return new Gateway(transport, failures);
+      }
+    } catch (error) {
+      failures.push(`${kind}: ${error.message}`);
+    }
+  }
+  throw unavailable(`no transport answered (${failures.join("; ")})`);
+}

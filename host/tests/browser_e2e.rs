@@ -1,0 +1,68 @@
+//! The browser end-to-end test of issue 6: `extension-bridge/tests/e2e.mjs` run by node with
+//! this build's binary and a temporary home. It drives Debian's headless Chromium (through
+//! `playwright-core`) with the companion extension loaded unpacked and the native host
+//! registered by `review-agent-gateway install`, runs a review of a real git repository from a
+//! page on loopback through extension → native host → daemon, then through the WebSocket and
+//! HTTP + SSE fallbacks, and asserts the findings in the page's DOM. Screenshots go to
+//! `target/browser-e2e/`.
+//!
+//! Not skippable: without `/usr/bin/chromium`, node or `extension-bridge/node_modules` the test
+//! fails and says to run `.ci/run`'s install steps.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn review_through_extension_websocket_and_sse_in_headless_chromium() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let bridge = workspace.join("extension-bridge");
+    let hint = "run the install steps of .ci/run: `apt-get install -y chromium nodejs npm` and \
+                `npm ci` in extension-bridge/";
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: {hint}"
+    );
+    assert!(
+        bridge.join("node_modules/playwright-core").is_dir(),
+        "extension-bridge/node_modules/playwright-core is missing: {hint}"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let artifacts = workspace.join("target/browser-e2e");
+    let screenshot = artifacts.join("browser-e2e-extension.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let out = Command::new("node")
+        .arg(bridge.join("tests/e2e.mjs"))
+        .arg("--binary")
+        .arg(common::bin())
+        .arg("--home")
+        .arg(home.path())
+        .arg("--artifacts")
+        .arg(&artifacts)
+        .env_remove("REVIEW_AGENT_GATEWAY_HOME")
+        .env_remove("REVIEW_AGENT_GATEWAY_PORT")
+        .output()
+        .unwrap_or_else(|e| panic!("node does not run ({e}): {hint}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "e2e.mjs failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for line in [
+        "extension: 5 findings in the DOM",
+        "websocket: 5 findings in the DOM",
+        "sse: 5 findings in the DOM",
+        "e2e ok",
+    ] {
+        assert!(stdout.contains(line), "no `{line}` in\n{stdout}");
+    }
+    assert!(
+        screenshot.is_file(),
+        "no screenshot in {}",
+        artifacts.display()
+    );
+}
