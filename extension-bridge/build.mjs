@@ -3,6 +3,9 @@
 //   node build.mjs [--dev-origin ORIGIN]...
 // emits dist/chrome/ (service worker background, the fixed `key` so the id is stable) and
 // dist/firefox/ (event-page background scripts, `browser_specific_settings.gecko.id`, no `key`).
+// It also writes dist/review-locally.user.js: userscript/review-locally.user.js with the client
+// library (client/index.js, its `export`s dropped) inlined at its `/* @inline client/index.js */`
+// marker, since userscript managers cannot import ES modules.
 // `--dev-origin http://127.0.0.1` adds an origin to the content script's matches and the host
 // permissions (tests use it for a page on loopback standing in for a GitLab origin).
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync, readdirSync } from "node:fs";
@@ -49,6 +52,16 @@ export function manifestFor(family, base, devOrigins = []) {
   return m;
 }
 
+/** The installable userscript: the source with the client library inlined at its marker. */
+export function buildUserscript() {
+  const marker = "/* @inline client/index.js */";
+  const source = readFileSync(join(root, "userscript/review-locally.user.js"), "utf8");
+  if (!source.includes(marker)) throw new Error(`userscript/review-locally.user.js has no ${marker} marker`);
+  const client = readFileSync(join(root, "client/index.js"), "utf8").replace(/^export /gm, "");
+  if (/^\s*(import|export)\b/m.test(client)) throw new Error("client/index.js has an import/export the inliner cannot drop");
+  return source.replace(marker, `// ---- client/index.js (inlined by build.mjs) ----\n${client}// ---- end of client/index.js ----`);
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { devOrigins, out } = parseArgs(process.argv.slice(2));
   const base = JSON.parse(readFileSync(join(source, "manifest.json"), "utf8"));
@@ -62,4 +75,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifestFor(family, base, devOrigins), null, 2) + "\n");
     console.log(`built ${dir}`);
   }
+  writeFileSync(join(out, "review-locally.user.js"), buildUserscript());
+  console.log(`built ${join(out, "review-locally.user.js")}`);
 }

@@ -11,9 +11,10 @@
 //    browser's fresh --user-data-dir (Chromium reads hosts from <user-data-dir>/NativeMessagingHosts).
 // 3. The extension built with `--dev-origin http://127.0.0.1` and loaded unpacked; its id must be
 //    the one its `key` gives and the installer allows by default.
-// 4. A page standing in for a GitLab merge-request page runs a review through the client
-//    library: extension → native host → daemon; the findings are asserted in its DOM and a
-//    screenshot is saved. Then the same page on http://localhost (no content script there:
+// 4. A page standing in for a GitLab merge-request page (GitLab's diff markup and REST API
+//    answer) runs the reference userscript (built with the client library inlined, injected as
+//    a userscript manager would); clicking "Review locally" reviews extension → native host →
+//    daemon; each finding is asserted under its diff line in the DOM and a screenshot is saved. Then the same page on http://localhost (no content script there:
 //    the extension is absent) falls back to the WebSocket, and with the WebSocket refused, to
 //    HTTP + SSE.
 // Exits 1 with a message on any failure.
@@ -64,54 +65,21 @@ export function chromeId(key) {
   return [...hex].map((c) => String.fromCharCode(97 + parseInt(c, 16))).join("");
 }
 
-/** The stand-in merge-request page: the userscript's job, done with the client library. */
-const PAGE = `<!doctype html>
-<html><head><meta charset="utf-8"><title>Merge request !1 · group/project</title>
-<style>body{font:14px sans-serif;margin:2em}.finding{border-left:4px solid #c00;padding:.3em .6em;margin:.3em 0;background:#fee}</style></head>
-<body data-state="starting">
-<h1>group/project !1</h1>
-<p>Transport: <b id="transport">…</b> · Origin stamped by the extension: <b id="origin">—</b></p>
-<p id="progress"></p>
-<ol id="findings"></ol>
-<pre id="error"></pre>
-<script type="module">
-import { connect } from "/client/index.js";
-const params = new URLSearchParams(location.search);
-const request = JSON.parse(params.get("review"));
-const options = { port: Number(params.get("port")), token: params.get("token") };
-if (params.get("transports")) options.transports = params.get("transports").split(",");
-if (params.get("wsUrl")) options.wsUrl = params.get("wsUrl");
-try {
-  const gateway = await connect(options);
-  document.getElementById("transport").textContent = gateway.transportKind;
-  if (gateway.hello?.origin) document.getElementById("origin").textContent = gateway.hello.origin;
-  document.body.dataset.transport = gateway.transportKind;
-  document.getElementById("error").textContent = gateway.failures.join("; ");
-  const health = await gateway.health();
-  document.body.dataset.service = health.service;
-  for await (const event of gateway.review(request)) {
-    document.getElementById("progress").textContent = event.type + " #" + event.seq;
-    if (event.type === "finding.created") {
-      const f = event.finding;
-      const li = document.createElement("li");
-      li.className = "finding";
-      li.dataset.path = f.path;
-      li.dataset.line = f.startLine;
-      li.textContent = f.path + ":" + f.startLine + " — " + f.title;
-      document.getElementById("findings").append(li);
-    }
-    if (event.type === "run.completed" || event.type === "run.failed" || event.type === "run.cancelled") {
-      document.body.dataset.outcome = event.type;
-      const run = await gateway.getRun(event.runId);
-      document.body.dataset.runState = run.state; document.body.dataset.runFindings = run.findings.length;
-    }
-  }
-  document.body.dataset.state = "done";
-} catch (e) {
-  document.getElementById("error").textContent = (e.code ?? "") + " " + e.message;
-  document.body.dataset.state = "error";
+/** The stand-in merge-request page: GitLab's diff markup (`.diff-file[data-path]`, line rows with
+ * `td.old_line` / `td.new_line[data-linenumber]`) for app.py (line 1 kept, lines 2–6 added) and a
+ * decoy README.md whose line numbers overlap, so a finding placed by line number alone fails. */
+function mergeRequestPage() {
+  const row = (oldLine, newLine, code) => `<tr class="line_holder"><td class="old_line diff-line-num" data-linenumber="${oldLine ?? ""}">${oldLine ?? ""}</td>` +
+    `<td class="new_line diff-line-num" data-linenumber="${newLine}">${newLine}</td><td class="line_content">${code}</td></tr>`;
+  const file = (path, rows) => `<div class="diff-file file-holder" data-path="${path}"><div class="file-title">${path}</div>` +
+    `<table class="code diff-wrap-lines">${rows.join("")}</table></div>`;
+  return `<!doctype html>
+<html><head><meta charset="utf-8"><title>Merge request !1 · group/project</title></head>
+<body><h1>group/project !1</h1><div class="files">
+${file("README.md", [1, 2, 3, 4, 5, 6].map((n) => row(n, n, `line ${n}`)))}
+${file("app.py", [row(1, 1, "import os"), ...[2, 3, 4, 5, 6].map((n) => row(null, n, `+v${n - 2} = eval(x${n - 2})`))])}
+</div></body></html>`;
 }
-</script></body></html>`;
 
 async function main() {
   const { binary, home, artifacts } = args();
@@ -140,9 +108,13 @@ async function main() {
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     if (url.pathname === "/group/project/-/merge_requests/1") {
-      res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(PAGE);
-    } else if (url.pathname === "/client/index.js") {
-      res.writeHead(200, { "content-type": "text/javascript" }).end(readFileSync(join(root, "client/index.js")));
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(mergeRequestPage());
+    } else if (req.url === "/api/v4/projects/group%2Fproject/merge_requests/1") {
+      // GitLab's REST API answer, the fields the userscript reads.
+      res.writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ iid: 1, diff_refs: { base_sha: base, start_sha: base, head_sha: head } }));
+    } else if (url.pathname === "/blank") {
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end("<!doctype html><title>blank</title>");
     } else if (url.pathname === "/favicon.ico") {
       res.writeHead(204).end();
     } else res.writeHead(404).end();
@@ -158,7 +130,8 @@ async function main() {
   mkdirSync(join(home, "config"), { recursive: true });
   writeFileSync(join(home, "config/config.toml"),
     `port = ${port}\nallowed_origins = ["${gitlabOrigin}", "${plainOrigin}"]\n\n` +
-    `[[mappings]]\ngitlab_origin = "${gitlabOrigin}"\nproject_path = "group/project"\nlocal_path = ${JSON.stringify(repo)}\n`);
+    [gitlabOrigin, plainOrigin].map((o) =>
+      `[[mappings]]\ngitlab_origin = "${o}"\nproject_path = "group/project"\nlocal_path = ${JSON.stringify(repo)}\n`).join("\n"));
   const env = { ...process.env, HOME: home, REVIEW_AGENT_GATEWAY_HOME: home };
   delete env.XDG_CONFIG_HOME;
   delete env.REVIEW_AGENT_GATEWAY_PORT;
@@ -199,44 +172,50 @@ async function main() {
   check(worker.url().startsWith(`chrome-extension://${id}/`), `the extension runs as ${worker.url()}, not ${id}`);
   console.log(`extension loaded: ${worker.url()}`);
 
+  // The userscript as a userscript manager with `@grant none` runs it: in the page, on every load.
+  await context.addInitScript({ content: readFileSync(join(dist, "review-locally.user.js"), "utf8") });
   const page = await context.newPage();
   page.on("pageerror", (e) => console.log(`page error: ${e.message}`));
-  let n = 0;
-  async function review(origin, query, expectTransport, screenshot) {
-    const request = {
-      requestId: `e2e-${expectTransport}-${++n}`,
-      mode: "merge-request",
-      target: { gitlabOrigin, projectPath: "group/project", mergeRequestIid: 1,
-        diffRefs: { baseSha: base, startSha: base, headSha: head } },
-      scope: { filePaths: null, selection: null },
-      policy: { minConfidence: "low" },
-    };
-    const params = new URLSearchParams({ review: JSON.stringify(request), port: String(port), token, ...query });
-    await page.goto(`${origin}/group/project/-/merge_requests/1?${params}`);
+  async function review(origin, options, expectTransport, screenshot) {
+    // The userscript's settings (README: token and connect() options in localStorage).
+    await page.goto(`${origin}/blank`);
+    await page.evaluate((o) => localStorage.setItem("review-agent-gateway", JSON.stringify(o)), { port, token, ...options });
+    await page.goto(`${origin}/group/project/-/merge_requests/1`);
+    await page.click("button.review-locally-button", { timeout: 15000 });
     try {
-      await page.waitForSelector("body[data-state=done], body[data-state=error]", { state: "attached", timeout: 60000 });
+      await page.waitForSelector(".review-locally[data-state=done], .review-locally[data-state=error], .review-locally[data-state=cancelled]", { state: "attached", timeout: 60000 });
     } catch {
-      fail(`${expectTransport}: the page did not finish: ${await page.evaluate(() => document.body.outerHTML)}`);
+      fail(`${expectTransport}: the userscript did not finish: ${await page.evaluate(() => document.body.outerHTML)}`);
     }
-    const state = await page.evaluate(() => ({ ...document.body.dataset, error: document.getElementById("error").textContent,
-      origin: document.getElementById("origin").textContent,
-      findings: [...document.querySelectorAll(".finding")].map((li) => ({ path: li.dataset.path, line: Number(li.dataset.line), text: li.textContent })) }));
+    const state = await page.evaluate(() => {
+      const panel = document.querySelector(".review-locally");
+      return { ...panel.dataset, status: panel.querySelector(".review-locally-status").textContent,
+        // Each finding with the path and new line number of the diff row right above it.
+        findings: [...document.querySelectorAll(".review-locally-finding")].map((box) => {
+          const above = box.closest("tr")?.previousElementSibling;
+          return { path: box.dataset.path, line: Number(box.dataset.line), text: box.textContent,
+            rowPath: box.closest(".diff-file")?.dataset.path ?? null,
+            rowLine: Number(above?.querySelector("td.new_line")?.dataset.linenumber) };
+        }) };
+    });
     if (screenshot) await page.screenshot({ path: join(artifacts, screenshot), fullPage: true });
-    check(state.state === "done", `${expectTransport}: the page failed: ${state.error}`);
-    check(state.transport === expectTransport, `expected transport ${expectTransport}, got ${state.transport} (${state.error})`);
-    check(state.service === "review-agent-gateway", `health answered ${state.service}`);
-    check(state.outcome === "run.completed", `${expectTransport}: run ended with ${state.outcome}`);
+    check(state.state === "done", `${expectTransport}: the userscript failed: ${state.status}`);
+    check(state.transport === expectTransport, `expected transport ${expectTransport}, got ${state.transport} (${state.status})`);
     const lines = state.findings.map((f) => `${f.path}:${f.line}`).sort();
     check(JSON.stringify(lines) === JSON.stringify(["app.py:2", "app.py:3", "app.py:4", "app.py:5", "app.py:6"]),
       `${expectTransport}: findings in the DOM: ${JSON.stringify(state.findings)}`);
-    check(state.runFindings === "5", `${expectTransport}: getRun gave ${state.runFindings} findings (state ${state.runState})`);
-    console.log(`${expectTransport}: ${state.findings.length} findings in the DOM; getRun: ${state.runState}, ${state.runFindings} findings`);
+    for (const f of state.findings) {
+      check(f.rowPath === f.path && f.rowLine === f.line, `${expectTransport}: finding ${f.path}:${f.line} shown under ${f.rowPath}:${f.rowLine}`);
+      check(f.text.includes("eval"), `${expectTransport}: finding text ${JSON.stringify(f.text)} does not say eval`);
+    }
+    check(state.runFindings === "5", `${expectTransport}: getRun gave ${state.runFindings} findings (${state.status})`);
+    console.log(`${expectTransport}: ${state.findings.length} findings in the DOM next to their lines; ${state.status}`);
     return state;
   }
 
   const viaExtension = await review(gitlabOrigin, {}, "extension", "browser-e2e-extension.png");
   check(viaExtension.origin === gitlabOrigin, `the extension stamped origin ${viaExtension.origin}, expected ${gitlabOrigin}`);
-  await review(plainOrigin, { }, "websocket", "browser-e2e-websocket.png");
+  await review(plainOrigin, {}, "websocket", "browser-e2e-websocket.png");
   await review(plainOrigin, { wsUrl: `ws://127.0.0.1:${await freePort()}/v1/ws` }, "sse", "browser-e2e-sse.png");
   console.log(`e2e ok; screenshots in ${artifacts}`);
 }
