@@ -57,8 +57,8 @@ mod paths;
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    Config, Limits, LoadedConfig, Mapping, ProviderConfig, ProviderKind, RunCheckCommand,
-    NativeMessagingConfig, RunCheckConfig, ToolsConfig,
+    Config, Limits, LoadedConfig, Mapping, NativeMessagingConfig, ProviderConfig, ProviderKind,
+    RunCheckCommand, RunCheckConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

@@ -358,10 +358,7 @@ fn tool_command(args: ToolArgs) -> ExitCode {
         if tool.name() == "run_check" {
             let loaded = review_agent_gateway::config::Config::load(args.config.as_deref())?;
             let paths = review_agent_gateway::config::Paths::discover()?;
-            ctx = ctx.with_run_check(
-                loaded.config().tools.run_check.clone(),
-                paths.state_dir(),
-            );
+            ctx = ctx.with_run_check(loaded.config().tools.run_check.clone(), paths.state_dir());
         }
         Ok(tool.execute(&ctx, input)?.value)
     };

@@ -193,7 +193,6 @@ fn build_matcher(input: &CodeSearchInput) -> Result<RegexMatcher, GatewayError> 
         .map_err(|e| invalid_field(NAME, "query", format!("not a valid regex: {e}")))
 }
 
-
 /// One match with its context, as collected.
 struct Hit {
     path: String,

@@ -336,8 +336,7 @@ fn join_lossy(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
     let mut joined = root.to_path_buf();
     for name in path.split('/') {
         let direct = joined.join(name);
-        if !name.contains(char::REPLACEMENT_CHARACTER)
-            || std::fs::symlink_metadata(&direct).is_ok()
+        if !name.contains(char::REPLACEMENT_CHARACTER) || std::fs::symlink_metadata(&direct).is_ok()
         {
             joined = direct;
             continue;
@@ -346,8 +345,9 @@ fn join_lossy(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
             joined = direct;
             continue;
         };
-        let entries: Vec<std::ffi::OsString> =
-            entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+        let entries: Vec<std::ffi::OsString> = entries
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
         let names = entries.iter().map(|n| n.as_encoded_bytes());
         match lossy_match(names, name, path)? {
             Some(at) => joined.push(&entries[at]),

@@ -611,7 +611,6 @@ impl Request {
     }
 }
 
-
 // === snapshots ===
 
 /// A blob's bytes, `None` when it is over [`MAX_FILE_BYTES`] or unreadable (e.g. missing from

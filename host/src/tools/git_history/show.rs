@@ -317,4 +317,3 @@ fn count(
     file.deletions = diff.count_removals();
     Ok(file)
 }
-

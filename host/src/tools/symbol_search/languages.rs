@@ -18,7 +18,6 @@ pub const INDEX_VERSION: u32 = 2;
 /// Files larger than this (bytes) are not parsed; they are indexed as having no symbols.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
-
 /// A language with a grammar and a tag query. TSX is TypeScript with JSX, reported as
 /// `typescript`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
