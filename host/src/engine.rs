@@ -619,24 +619,7 @@ impl Gateway {
         let config = self.config();
         let mapping = config
             .find_mapping(&target.gitlab_origin, &target.project_path)
-            .ok_or_else(|| {
-                GatewayError::new(
-                    codes::REPOSITORY_NOT_MAPPED,
-                    format!(
-                        "No local repository is mapped to this GitLab project ({} {}). Map it \
-                         with `review-agent-gateway mappings add --gitlab-origin {} \
-                         --project-path {} --local-path <clone>`, or propose it with POST \
-                         /v1/repository-mappings and confirm it with `review-agent-gateway \
-                         mappings confirm <id>`.",
-                        target.gitlab_origin,
-                        target.project_path,
-                        target.gitlab_origin,
-                        target.project_path
-                    ),
-                    // The draft's remediation, verbatim (draft §4).
-                    "Open Gateway settings and add a repository mapping.",
-                )
-            })?;
+            .ok_or_else(|| not_mapped(&target.gitlab_origin, &target.project_path))?;
         let mut options = ReviewOptions::new(
             mapping.local_path.clone(),
             target.diff_refs.base_sha.clone(),
@@ -1082,4 +1065,20 @@ impl ConfigCell {
 
 fn modified(path: &std::path::Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// `repository.not_mapped` for a GitLab project no confirmed mapping names (DESIGN §6): the
+/// message gives the commands that map it; the remediation is the draft's, verbatim (§4).
+fn not_mapped(gitlab_origin: &str, project_path: &str) -> GatewayError {
+    GatewayError::new(
+        codes::REPOSITORY_NOT_MAPPED,
+        format!(
+            "No local repository is mapped to this GitLab project ({gitlab_origin} \
+             {project_path}). Map it with `review-agent-gateway mappings add --gitlab-origin \
+             {gitlab_origin} --project-path {project_path} --local-path <clone>`, or propose it \
+             with POST /v1/repository-mappings and confirm it with `review-agent-gateway \
+             mappings confirm <id>`."
+        ),
+        "Open Gateway settings and add a repository mapping.",
+    )
 }

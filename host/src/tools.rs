@@ -416,6 +416,54 @@ pub(crate) fn path_globs(
         .map_err(|e| invalid_field(tool, "paths", e))
 }
 
+/// Check a 1-based inclusive `startLine`/`endLine` pair of `tool`'s input: neither is 0 and
+/// the end is not before the start (either may be absent).
+///
+/// # Errors
+/// `request.invalid` naming the field.
+pub(crate) fn check_line_range(
+    tool: &str,
+    start: Option<u64>,
+    end: Option<u64>,
+) -> Result<(), GatewayError> {
+    if start == Some(0) {
+        return Err(invalid_field(
+            tool,
+            "startLine",
+            "lines are numbered from 1",
+        ));
+    }
+    if end == Some(0) {
+        return Err(invalid_field(tool, "endLine", "lines are numbered from 1"));
+    }
+    if let (Some(start), Some(end)) = (start, end)
+        && end < start
+    {
+        return Err(invalid_field(
+            tool,
+            "endLine",
+            format!("{end} is before startLine {start}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `tool`'s `path` field normalized ([`path::normalize`]) and naming a file, not the root.
+///
+/// # Errors
+/// `tool.path_outside_repository` as [`path::normalize`]; `request.invalid` for the root.
+pub(crate) fn file_path(tool: &str, given: &str) -> Result<String, GatewayError> {
+    let rel = path::normalize(given)?;
+    if rel.is_empty() {
+        return Err(invalid_field(
+            tool,
+            "path",
+            "it names the repository root, not a file",
+        ));
+    }
+    Ok(rel)
+}
+
 /// `request.invalid` for a field with an out-of-range value.
 pub(crate) fn invalid_field(
     tool: &str,

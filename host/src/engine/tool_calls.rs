@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::Gateway;
 use crate::config::{Config, Paths};
-use crate::error::{GatewayError, codes};
+use crate::error::GatewayError;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolDescription};
 use crate::review::new_id;
 use crate::tools::{self, GatewayTool, SideEffect, SymbolIndex, ToolContext};
@@ -66,24 +66,7 @@ impl Gateway {
         let config = self.config();
         let mapping = config
             .find_mapping(&request.gitlab_origin, &request.project_path)
-            .ok_or_else(|| {
-                GatewayError::new(
-                    codes::REPOSITORY_NOT_MAPPED,
-                    format!(
-                        "No local repository is mapped to this GitLab project ({} {}). Map it \
-                         with `review-agent-gateway mappings add --gitlab-origin {} \
-                         --project-path {} --local-path <clone>`, or propose it with POST \
-                         /v1/repository-mappings and confirm it with `review-agent-gateway \
-                         mappings confirm <id>`.",
-                        request.gitlab_origin,
-                        request.project_path,
-                        request.gitlab_origin,
-                        request.project_path
-                    ),
-                    // The draft's remediation, verbatim (draft §4).
-                    "Open Gateway settings and add a repository mapping.",
-                )
-            })?;
+            .ok_or_else(|| super::not_mapped(&request.gitlab_origin, &request.project_path))?;
         let rev = request
             .rev
             .clone()

@@ -526,26 +526,11 @@ fn worktree_candidates(
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Candidate>, GatewayError> {
     let root = ctx.work_root()?;
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
-        .build();
     let mut files = Vec::new();
-    for entry in walker {
-        let Ok(entry) = entry else { continue };
+    for (rel, entry) in path::worktree_entries(root) {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let rel: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let rel = rel.join("/");
         if !wanted(&rel) {
             continue;
         }

@@ -67,33 +67,8 @@ impl GatewayTool for FileRead {
         input: serde_json::Value,
     ) -> Result<ToolOutput, GatewayError> {
         let input: FileReadInput = parse_input(NAME, input)?;
-        if input.start_line == Some(0) {
-            return Err(invalid_field(
-                NAME,
-                "startLine",
-                "lines are numbered from 1",
-            ));
-        }
-        if input.end_line == Some(0) {
-            return Err(invalid_field(NAME, "endLine", "lines are numbered from 1"));
-        }
-        if let (Some(start), Some(end)) = (input.start_line, input.end_line)
-            && end < start
-        {
-            return Err(invalid_field(
-                NAME,
-                "endLine",
-                format!("{end} is before startLine {start}"),
-            ));
-        }
-        let rel = path::normalize(&input.path)?;
-        if rel.is_empty() {
-            return Err(invalid_field(
-                NAME,
-                "path",
-                "it names the repository root, not a file",
-            ));
-        }
+        super::check_line_range(NAME, input.start_line, input.end_line)?;
+        let rel = super::file_path(NAME, &input.path)?;
         let rev = ctx.revision(input.rev.as_deref())?;
         let content = match &rev {
             ToolRevision::Commit(revision) => read_at_commit(ctx, revision, &rel)?,

@@ -157,30 +157,7 @@ fn files_at_commit(ctx: &ToolContext, commit: gix::ObjectId) -> Result<Vec<Strin
 /// Every file under the work tree not ignored by git's ignore files, by path; `.git` excluded.
 fn files_in_worktree(ctx: &ToolContext) -> Result<Vec<String>, GatewayError> {
     let root = ctx.work_root()?;
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
-        .build();
-    let mut files = Vec::new();
-    for entry in walker {
-        let Ok(entry) = entry else { continue };
-        let Some(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let rel: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        files.push(rel.join("/"));
-    }
+    let mut files: Vec<String> = path::worktree_entries(root).map(|(rel, _)| rel).collect();
     files.sort();
     Ok(files)
 }

@@ -357,6 +357,33 @@ fn join_lossy(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
     Ok(joined)
 }
 
+/// What is under the canonical work tree `root` that git's ignore files (`.gitignore`,
+/// `.git/info/exclude`, the global excludes, `.ignore`) do not exclude, as
+/// (repository-relative '/'-separated path, entry) pairs in walk order: `.git` is skipped,
+/// symbolic links are yielded but never followed, directories are not yielded, and a name
+/// that is not UTF-8 is decoded lossily (see [`lossy_match`] for the way back). Unreadable
+/// entries are skipped.
+pub fn worktree_entries(root: &Path) -> impl Iterator<Item = (String, ignore::DirEntry)> + '_ {
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
+        .build()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_some_and(|kind| !kind.is_dir()))
+        .filter_map(move |entry| {
+            let rel: Vec<String> = entry
+                .path()
+                .strip_prefix(root)
+                .ok()?
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            Some((rel.join("/"), entry))
+        })
+}
+
 /// `tool.path_not_found` for `path`, `where_` saying at which revision.
 pub fn not_found(path: &str, where_: &str) -> GatewayError {
     GatewayError::new(

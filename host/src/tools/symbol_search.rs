@@ -690,27 +690,12 @@ fn files_in_worktree(
     let root = ctx.work_root()?;
     let hash_kind = ctx.git().object_hash();
     index.load_stamps(root);
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
-        .build();
     let mut files = Vec::new();
     let mut contents = HashMap::new();
-    for entry in walker {
-        let Ok(entry) = entry else { continue };
+    for (rel, entry) in super::path::worktree_entries(root) {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let rel: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let rel = rel.join("/");
         let Some(lang) = Lang::from_path(&rel) else {
             continue;
         };

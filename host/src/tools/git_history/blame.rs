@@ -16,33 +16,12 @@ pub(super) fn run(
     git: &gix::Repository,
     input: BlameInput,
 ) -> Result<Value, GatewayError> {
-    if input.start_line == Some(0) {
-        return Err(invalid_field(
-            NAME,
-            "startLine",
-            "lines are numbered from 1",
-        ));
-    }
-    if input.end_line == Some(0) {
-        return Err(invalid_field(NAME, "endLine", "lines are numbered from 1"));
-    }
-    if let (Some(start), Some(end)) = (input.start_line, input.end_line)
-        && end < start
-    {
-        return Err(invalid_field(
-            NAME,
-            "endLine",
-            format!("{end} is before startLine {start}"),
-        ));
-    }
-    let rel = path::normalize(&input.path)?;
-    if rel.is_empty() {
-        return Err(invalid_field(
-            NAME,
-            "path",
-            "it names the repository root, not a file",
-        ));
-    }
+    crate::tools::check_line_range(
+        NAME,
+        input.start_line.map(u64::from),
+        input.end_line.map(u64::from),
+    )?;
+    let rel = crate::tools::file_path(NAME, &input.path)?;
     let rev = ctx.revision(input.rev.as_deref())?;
     let (suspect, worktree_data, revision) = match &rev {
         ToolRevision::Commit(revision) => {
