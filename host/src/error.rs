@@ -39,6 +39,25 @@ pub mod codes {
     pub const REQUEST_NOT_FOUND: &str = "request.not_found";
     /// The requested model provider is not configured (DESIGN §10).
     pub const PROVIDER_NOT_CONFIGURED: &str = "provider.not_configured";
+    /// The model provider cannot be reached, timed out, failed (5xx) or broke its stream;
+    /// retryable.
+    pub const PROVIDER_UNAVAILABLE: &str = "provider.unavailable";
+    /// The model provider answered 429 after the retries; retryable.
+    pub const PROVIDER_RATE_LIMITED: &str = "provider.rate_limited";
+    /// The model provider refused the API key (401/403).
+    pub const PROVIDER_AUTH_FAILED: &str = "provider.auth_failed";
+    /// The model provider rejected the request (another 4xx: unknown model, prompt too long).
+    pub const PROVIDER_REQUEST_REJECTED: &str = "provider.request_rejected";
+    /// The model provider's answer is not its protocol (bad JSON, an error event).
+    pub const PROVIDER_PROTOCOL_ERROR: &str = "provider.protocol_error";
+    /// A run budget (`maxToolCalls`, `maxOutputTokens`, `maxContextTokens`) was used up.
+    pub const BUDGET_EXHAUSTED: &str = "budget.exhausted";
+    /// No secret store can hold the key (no OS keyring service, unwritable key file).
+    pub const SECRETS_UNAVAILABLE: &str = "secrets.unavailable";
+    /// A key file is readable by group or others, or is not a key.
+    pub const SECRETS_FILE_INSECURE: &str = "secrets.file_insecure";
+    /// The run cannot be resumed (a chat: resend it with a new `requestId`).
+    pub const RUN_NOT_RESUMABLE: &str = "run.not_resumable";
     /// The gateway is stopping and takes no new runs.
     pub const GATEWAY_SHUTTING_DOWN: &str = "gateway.shutting_down";
     /// The daemon cannot listen on its address (port taken, address not local).

@@ -6,6 +6,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod protocol;
+pub mod providers;
 pub mod repo;
 pub mod report;
 pub mod review;

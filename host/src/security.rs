@@ -11,6 +11,7 @@ mod host;
 mod live;
 mod origin;
 pub mod redact;
+pub mod secrets;
 mod token;
 
 pub use error::SecurityError;

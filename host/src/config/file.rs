@@ -30,6 +30,10 @@ pub struct Config {
     pub mappings: Vec<Mapping>,
     /// Model providers, without keys (DESIGN §8).
     pub providers: Vec<ProviderConfig>,
+    /// The provider a chat or review request without `providerId` uses; default: none, so
+    /// reviews run the rules only (`builtin`) and chat needs a `providerId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider: Option<String>,
     /// Extra directories of rule-set TOML files, loaded after the config dir's `rules/`.
     pub rules_dirs: Vec<PathBuf>,
     /// Hard limits reported by `GET /v1/capabilities` and enforced by the engine (draft §5).
@@ -50,6 +54,7 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             mappings: Vec::new(),
             providers: Vec::new(),
+            default_provider: None,
             rules_dirs: Vec::new(),
             limits: Limits::default(),
             event_retention_hours: 24,
@@ -110,9 +115,27 @@ pub struct ProviderConfig {
     /// Model name sent to the provider, if it needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// The model's context window in tokens, if known.
+    /// The model's context window in tokens, if known. Reviews split the diff to fit it (local
+    /// servers silently truncate a prompt that is too long); default 8192 for
+    /// `openai-compatible` (a common local default) and 200000 for `anthropic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// Seconds to wait for the provider to start answering a request, and at most between two
+    /// pieces of a streamed answer. Default 120.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout_secs: Option<u64>,
+    /// Retries of a request answered 429 or 5xx, or refused before anything was streamed
+    /// (`Retry-After` honoured, else exponential backoff from 500 ms). Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Output tokens asked for per model request (`max_tokens`). Default 4096; a run's
+    /// `maxOutputTokens` budget lowers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// The environment variable holding the API key, if not the conventional one
+    /// (`OPENAI_API_KEY` / `ANTHROPIC_API_KEY`). The key itself never goes in this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
 }
 
 /// [`ProviderConfig::kind`]. TOML form: `"openai-compatible"` or `"anthropic"`.
@@ -368,6 +391,11 @@ impl Config {
         Ok(config)
     }
 
+    /// The `[[providers]]` entry with this id.
+    pub fn find_provider(&self, id: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.id == id)
+    }
+
     /// The mapping for a GitLab project: `gitlab_origin` compared in normal form (a trailing
     /// `/` is ignored), `project_path` compared case-sensitively with leading and trailing `/`
     /// ignored. `None` when nothing matches or the origin is not valid.
@@ -454,6 +482,36 @@ impl Config {
                     "must be at least 1 token".into(),
                 ));
             }
+            if p.request_timeout_secs == Some(0) {
+                return Err(at(
+                    field("request_timeout_secs"),
+                    "must be at least 1 second".into(),
+                ));
+            }
+            if p.max_output_tokens == Some(0) {
+                return Err(at(
+                    field("max_output_tokens"),
+                    "must be at least 1 token".into(),
+                ));
+            }
+            if let Some(name) = &p.api_key_env
+                && (name.is_empty()
+                    || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+            {
+                return Err(at(
+                    field("api_key_env"),
+                    format!("`{name}` is not an environment variable name (letters, digits, `_`)"),
+                ));
+            }
+        }
+        if let Some(id) = &self.default_provider
+            && id != "builtin"
+            && !ids.contains(&id.as_str())
+        {
+            return Err(at(
+                [key("default_provider")],
+                format!("no `[[providers]]` entry has id `{id}`"),
+            ));
         }
         let base = path.parent().unwrap_or(Path::new(""));
         for (i, dir) in self.rules_dirs.iter_mut().enumerate() {

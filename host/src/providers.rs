@@ -1,0 +1,400 @@
+//! Model providers (DESIGN §8; draft §5, §7, §8): the [`Provider`] trait and its two HTTP
+//! clients, [`openai_compatible`] (`POST {base_url}/chat/completions`, for OpenAI, Ollama,
+//! llama.cpp server, vLLM and LM Studio) and [`anthropic`] (`POST {base_url}/v1/messages`).
+//! The third provider of DESIGN §8, `builtin`, is the rules-only review of [`crate::review`] and
+//! has no client.
+//!
+//! A provider takes a [`ModelRequest`] (system prompt, conversation, tools, output cap) and
+//! streams [`StreamEvent`]s: text deltas, complete tool calls (the client reassembles the
+//! argument fragments providers send), usage, and why the model stopped. Both clients speak
+//! the providers' streaming wire formats over `reqwest` with Server-Sent Events
+//! (`eventsource-stream`).
+//!
+//! Decisions:
+//! - **Retries live in the client, before the first byte.** A request answered 429 or 5xx, or
+//!   refused at connect, is retried up to `max_retries` times, waiting `Retry-After` (seconds or
+//!   an HTTP date, capped at [`MAX_RETRY_AFTER`]) or 500 ms doubling. Once a stream has begun, a
+//!   break is an `Err` item of the stream: only the caller knows whether redoing the turn is
+//!   safe (the review loop redoes it, chat fails the run).
+//! - **Tokens are estimated where the provider does not say**: [`estimate_tokens`] counts a
+//!   token per 3 bytes (code tokenizes denser than prose), so prompts are sized
+//!   conservatively for context windows; reported usage replaces estimates when present.
+//! - **Keys** come from [`crate::security::secrets`] and are only ever put in a request header.
+
+pub mod anthropic;
+mod http;
+pub mod openai_compatible;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::error::{GatewayError, codes};
+use crate::protocol::{ProviderStatus, Usage};
+use crate::security::secrets::ApiKey;
+
+/// The longest `Retry-After` the clients wait; a longer one fails the request with
+/// `provider.rate_limited` instead of stalling a run.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Context window assumed for an `openai-compatible` provider that does not configure one
+/// (llama.cpp's and Ollama's usual default is smaller than most models allow).
+pub const DEFAULT_OPENAI_CONTEXT_WINDOW: u64 = 8192;
+/// Context window assumed for an `anthropic` provider that does not configure one.
+pub const DEFAULT_ANTHROPIC_CONTEXT_WINDOW: u64 = 200_000;
+/// `max_tokens` per request when the provider's config sets none.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+/// Seconds to wait for a first byte, and between two stream pieces, by default.
+pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 120;
+/// Retries of a failed request by default.
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+
+// === Requests ===
+
+/// One request to a model: provider-neutral, mapped by each client to its wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// Model name as the provider knows it, e.g. `qwen2.5-coder:14b`.
+    pub model: String,
+    /// The system prompt.
+    pub system: String,
+    /// The conversation, oldest first; starts with a user message.
+    pub messages: Vec<Message>,
+    /// Tools the model may call (empty: none offered).
+    pub tools: Vec<ToolSpec>,
+    /// Most output tokens of this request (`max_tokens`), at least 1.
+    pub max_output_tokens: u32,
+}
+
+/// Who wrote a [`Message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The user, or tool results sent back for the model.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One turn of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Its author.
+    pub role: Role,
+    /// Text, tool calls (assistant) and tool results (user), in order.
+    pub parts: Vec<Part>,
+}
+
+impl Message {
+    /// A user message of one text part.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::User,
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+
+    /// An assistant message of one text part.
+    pub fn assistant(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::Assistant,
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+}
+
+/// A piece of a [`Message`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Plain text (Markdown).
+    Text(String),
+    /// A tool call the model made (assistant messages only).
+    ToolCall(ToolCall),
+    /// The answer to a tool call (user messages only).
+    ToolResult(ToolResult),
+}
+
+/// A complete tool call, reassembled from the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id of the call (`call_…`, `toolu_…`); tool results refer to it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, possibly invalid.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// The arguments parsed as a JSON object (`{}` for empty arguments).
+    ///
+    /// # Errors
+    /// The parse error, as text for the model, when they are not a JSON object.
+    pub fn parsed_arguments(&self) -> Result<Value, String> {
+        if self.arguments.trim().is_empty() {
+            return Ok(Value::Object(serde_json::Map::new()));
+        }
+        match serde_json::from_str::<Value>(&self.arguments) {
+            Ok(value @ Value::Object(_)) => Ok(value),
+            Ok(other) => Err(format!("the arguments are not a JSON object: {other}")),
+            Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+        }
+    }
+}
+
+/// The answer to a [`ToolCall`], sent back in the next request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// [`ToolCall::id`] of the call answered.
+    pub call_id: String,
+    /// The tool's name (OpenAI-compatible servers such as Ollama want it beside the id).
+    pub name: String,
+    /// The answer: JSON text, or an error message.
+    pub content: String,
+    /// Whether `content` is an error.
+    pub is_error: bool,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// Name, `^[a-zA-Z0-9_-]{1,64}$` (both providers' rule).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its input; a top-level `type: object` (both providers require one).
+    pub input_schema: Value,
+}
+
+// === Streams ===
+
+/// One item of a model's streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// The next piece of text.
+    TextDelta(String),
+    /// A tool call, complete (its argument fragments joined).
+    ToolCall(ToolCall),
+    /// Token usage of the request so far (the last one wins).
+    Usage(Usage),
+    /// The answer is complete, and why it stopped.
+    Finished(FinishReason),
+}
+
+/// Why a model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// It was done (`stop`, `end_turn`, `stop_sequence`).
+    Stop,
+    /// It wants its tool calls answered (`tool_calls`, `tool_use`).
+    ToolUse,
+    /// It hit the output cap (`length`, `max_tokens`).
+    Length,
+    /// Anything else the provider said, verbatim.
+    Other(String),
+}
+
+/// A streamed answer: events until [`StreamEvent::Finished`], or an error item when the stream
+/// broke or spoke nonsense.
+pub type EventStream = BoxStream<'static, Result<StreamEvent, ProviderError>>;
+
+/// A model provider (DESIGN §8). `Send + Sync`: one instance serves concurrent runs.
+pub trait Provider: Send + Sync + fmt::Debug {
+    /// The configured id (`providerId`).
+    fn id(&self) -> &str;
+    /// Which client this is.
+    fn kind(&self) -> ProviderKind;
+    /// The model used when a request names none.
+    fn default_model(&self) -> Option<&str>;
+    /// The context window in tokens, prompt and output together.
+    fn context_window(&self) -> u64;
+    /// Output tokens asked for per request.
+    fn max_output_tokens(&self) -> u32;
+    /// Send `request` and stream the answer. Retries 429/5xx/connect failures as the module
+    /// docs say before returning.
+    ///
+    /// # Errors
+    /// [`ProviderError`] when no stream could be started.
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, ProviderError>>;
+    /// Whether the provider answers now (a models listing with a short timeout), for
+    /// `GET /v1/health`.
+    fn probe(&self) -> BoxFuture<'_, ProviderStatus>;
+}
+
+/// Build the client of a `[[providers]]` entry with its key (if any).
+///
+/// # Errors
+/// `provider.not_configured` when an `anthropic` provider has no key (it cannot work without
+/// one); `internal.error` when the HTTP client cannot be built.
+pub fn from_config(
+    config: &ProviderConfig,
+    key: Option<ApiKey>,
+) -> Result<Arc<dyn Provider>, GatewayError> {
+    let settings = http::Settings::from_config(config, key)?;
+    Ok(match config.kind {
+        ProviderKind::OpenaiCompatible => {
+            Arc::new(openai_compatible::OpenAiCompatible::new(settings))
+        }
+        ProviderKind::Anthropic => {
+            if settings.key.is_none() {
+                return Err(missing_key(config));
+            }
+            Arc::new(anthropic::Anthropic::new(settings))
+        }
+    })
+}
+
+/// `provider.not_configured` for a provider that needs a key and has none.
+pub fn missing_key(config: &ProviderConfig) -> GatewayError {
+    GatewayError::new(
+        codes::PROVIDER_NOT_CONFIGURED,
+        format!("provider `{}` has no API key", config.id),
+        format!(
+            "Store one with `review-agent-gateway providers set-key {}`, or set {} in the \
+             daemon's environment.",
+            config.id,
+            crate::security::secrets::env_var_name(config)
+        ),
+    )
+}
+
+/// Tokens of `text` as this gateway estimates them: one per 3 bytes, rounded up.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(3)
+}
+
+// === Errors ===
+
+/// Why a provider request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// Nothing answered at the URL (connection refused, DNS, TLS), after the retries.
+    #[error("{url} is not reachable: {detail}")]
+    Unreachable {
+        /// The URL requested.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+    /// No answer, or no next stream piece, within the request timeout.
+    #[error("{url} did not answer within {seconds} s")]
+    Timeout {
+        /// The URL requested.
+        url: String,
+        /// The timeout.
+        seconds: u64,
+    },
+    /// 429 after the retries, or a `Retry-After` longer than [`MAX_RETRY_AFTER`].
+    #[error("{url} is rate limiting requests (HTTP 429): {body}")]
+    RateLimited {
+        /// The URL requested.
+        url: String,
+        /// The start of the provider's error body.
+        body: String,
+        /// How long the provider asked to wait, if it said.
+        retry_after: Option<Duration>,
+    },
+    /// 401 or 403: the key is missing, wrong or lacks access.
+    #[error("{url} refused the credentials (HTTP {status}): {body}")]
+    Unauthorized {
+        /// The URL requested.
+        url: String,
+        /// 401 or 403.
+        status: u16,
+        /// The start of the provider's error body.
+        body: String,
+    },
+    /// Another non-success status (a 4xx is the request's fault, a 5xx survived the retries).
+    #[error("{url} answered HTTP {status}: {body}")]
+    Status {
+        /// The URL requested.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the provider's error body.
+        body: String,
+    },
+    /// The stream broke before the answer was complete.
+    #[error("the stream from {url} broke: {detail}")]
+    Interrupted {
+        /// The URL requested.
+        url: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The provider sent something that is not its protocol (bad JSON, an `error` event).
+    #[error("{url} sent an answer this gateway cannot read: {detail}")]
+    Protocol {
+        /// The URL requested.
+        url: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether redoing the same request may succeed (breaks, timeouts, 429, 5xx, unreachable).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ProviderError::Unreachable { .. }
+            | ProviderError::Timeout { .. }
+            | ProviderError::RateLimited { .. }
+            | ProviderError::Interrupted { .. } => true,
+            ProviderError::Status { status, .. } => *status >= 500,
+            ProviderError::Unauthorized { .. } | ProviderError::Protocol { .. } => false,
+        }
+    }
+}
+
+impl From<ProviderError> for GatewayError {
+    fn from(error: ProviderError) -> Self {
+        let message = error.to_string();
+        match &error {
+            ProviderError::Unreachable { .. } | ProviderError::Timeout { .. } => GatewayError::new(
+                codes::PROVIDER_UNAVAILABLE,
+                message,
+                "Start the model server (e.g. `ollama serve`) or check the provider's base_url, \
+                 then resume the run.",
+            )
+            .retryable(),
+            ProviderError::RateLimited { .. } => GatewayError::new(
+                codes::PROVIDER_RATE_LIMITED,
+                message,
+                "Wait a minute and resume the run, or lower the review's effort.",
+            )
+            .retryable(),
+            ProviderError::Unauthorized { .. } => GatewayError::new(
+                codes::PROVIDER_AUTH_FAILED,
+                message,
+                "Store a valid key with `review-agent-gateway providers set-key ID`.",
+            ),
+            ProviderError::Status { status, .. } if *status >= 500 => GatewayError::new(
+                codes::PROVIDER_UNAVAILABLE,
+                message,
+                "The model server failed; check its log, then resume the run.",
+            )
+            .retryable(),
+            ProviderError::Status { .. } => GatewayError::new(
+                codes::PROVIDER_REQUEST_REJECTED,
+                message,
+                "Check the provider's model name and context_window in config.toml.",
+            ),
+            ProviderError::Interrupted { .. } => GatewayError::new(
+                codes::PROVIDER_UNAVAILABLE,
+                message,
+                "The model server closed the stream; check its log, then resume the run.",
+            )
+            .retryable(),
+            ProviderError::Protocol { .. } => GatewayError::new(
+                codes::PROVIDER_PROTOCOL_ERROR,
+                message,
+                "Check that base_url points at the API of the configured kind \
+                 (openai-compatible: …/v1; anthropic: https://api.anthropic.com).",
+            ),
+        }
+    }
+}

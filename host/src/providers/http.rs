@@ -1,0 +1,308 @@
+//! What both provider clients share: their settings, the POST with retries of the module docs,
+//! and the adapter from a Server-Sent Events body to an [`EventStream`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::{Event, Eventsource};
+use futures_util::StreamExt;
+use reqwest::header::HeaderMap;
+
+use super::{
+    DEFAULT_ANTHROPIC_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_RETRIES,
+    DEFAULT_OPENAI_CONTEXT_WINDOW, DEFAULT_REQUEST_TIMEOUT_SECS, EventStream, MAX_RETRY_AFTER,
+    ProviderError, StreamEvent,
+};
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::error::{GatewayError, codes};
+use crate::security::secrets::ApiKey;
+
+/// First wait between two attempts; doubled after each.
+const BACKOFF_START: Duration = Duration::from_millis(500);
+/// Most characters of a provider's error body kept in an error message.
+const ERROR_BODY_CHARS: usize = 300;
+
+/// A client's settings, from its `[[providers]]` entry.
+#[derive(Debug)]
+pub(super) struct Settings {
+    pub id: String,
+    // Invariant: no trailing `/`.
+    pub base_url: String,
+    pub model: Option<String>,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub key: Option<ApiKey>,
+    pub client: reqwest::Client,
+}
+
+impl Settings {
+    pub fn from_config(
+        config: &ProviderConfig,
+        key: Option<ApiKey>,
+    ) -> Result<Settings, GatewayError> {
+        let timeout = Duration::from_secs(
+            config
+                .request_timeout_secs
+                .unwrap_or(DEFAULT_REQUEST_TIMEOUT_SECS),
+        );
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .read_timeout(timeout)
+            .user_agent(concat!("review-agent-gateway/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                GatewayError::new(
+                    codes::INTERNAL,
+                    format!(
+                        "cannot build the HTTP client of provider `{}`: {e}",
+                        config.id
+                    ),
+                    "Report this bug.",
+                )
+            })?;
+        let default_window = match config.kind {
+            ProviderKind::OpenaiCompatible => DEFAULT_OPENAI_CONTEXT_WINDOW,
+            ProviderKind::Anthropic => DEFAULT_ANTHROPIC_CONTEXT_WINDOW,
+        };
+        Ok(Settings {
+            id: config.id.clone(),
+            base_url: config.base_url.trim_end_matches('/').to_owned(),
+            model: config.model.clone(),
+            context_window: config.context_window.unwrap_or(default_window),
+            max_output_tokens: config
+                .max_output_tokens
+                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            timeout,
+            max_retries: config.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+            key,
+            client,
+        })
+    }
+
+    /// POST `body` as JSON to `url` and return the successful response, retrying as the module
+    /// docs of `providers` say. Dropping the future stops waiting at once (cancel).
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &serde_json::Value,
+    ) -> Result<reqwest::Response, ProviderError> {
+        let mut attempt = 0u32;
+        loop {
+            let send = self
+                .client
+                .post(url)
+                .headers(headers.clone())
+                .json(body)
+                .send();
+            let error = match tokio::time::timeout(self.timeout, send).await {
+                Err(_) => ProviderError::Timeout {
+                    url: url.to_owned(),
+                    seconds: self.timeout.as_secs(),
+                },
+                Ok(Err(e)) => ProviderError::Unreachable {
+                    url: url.to_owned(),
+                    detail: error_chain(&e),
+                },
+                Ok(Ok(response)) if response.status().is_success() => return Ok(response),
+                Ok(Ok(response)) => status_error(url, response).await,
+            };
+            let wait = match &error {
+                ProviderError::RateLimited {
+                    retry_after: Some(wait),
+                    ..
+                } if *wait > MAX_RETRY_AFTER => return Err(error),
+                ProviderError::RateLimited {
+                    retry_after: Some(wait),
+                    ..
+                } => *wait,
+                _ => BACKOFF_START * 2u32.saturating_pow(attempt),
+            };
+            if !error.is_transient() || attempt >= self.max_retries {
+                return Err(error);
+            }
+            attempt += 1;
+            tracing::warn!(
+                provider = %self.id,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                %error,
+                "retrying the model request"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// `GET url` with a short timeout: whether it answers 2xx.
+    pub async fn probe(&self, url: &str, headers: HeaderMap) -> Result<(), ProviderError> {
+        let get = self.client.get(url).headers(headers).send();
+        match tokio::time::timeout(Duration::from_secs(2), get).await {
+            Err(_) => Err(ProviderError::Timeout {
+                url: url.to_owned(),
+                seconds: 2,
+            }),
+            Ok(Err(e)) => Err(ProviderError::Unreachable {
+                url: url.to_owned(),
+                detail: error_chain(&e),
+            }),
+            Ok(Ok(response)) if response.status().is_success() => Ok(()),
+            Ok(Ok(response)) => Err(status_error(url, response).await),
+        }
+    }
+}
+
+/// The error of a non-success response (its body read, cut to [`ERROR_BODY_CHARS`]).
+async fn status_error(url: &str, response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    let body = response.text().await.unwrap_or_default();
+    let body: String = body.trim().chars().take(ERROR_BODY_CHARS).collect();
+    let url = url.to_owned();
+    match status {
+        429 => ProviderError::RateLimited {
+            url,
+            body,
+            retry_after,
+        },
+        401 | 403 => ProviderError::Unauthorized { url, status, body },
+        _ => ProviderError::Status { url, status, body },
+    }
+}
+
+/// A `Retry-After` value: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+/// The error and its sources, joined: reqwest's top-level message alone says little
+/// ("error sending request").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Turns a provider's Server-Sent Events into [`StreamEvent`]s.
+pub(super) trait SseDecoder: Send + 'static {
+    /// The events one SSE event yields, or why the stream cannot go on.
+    fn event(&mut self, event: &Event) -> Result<Vec<StreamEvent>, DecodeError>;
+    /// The body ended: the events still due when the answer is complete, `None` when it is not.
+    fn finish(&mut self) -> Option<Vec<StreamEvent>>;
+}
+
+/// Why a decoder stopped a stream.
+pub(super) enum DecodeError {
+    /// The provider broke its protocol (bad JSON, an error it will repeat).
+    Protocol(String),
+    /// The provider reported a transient failure in the stream (e.g. Anthropic's
+    /// `overloaded_error` event).
+    Interrupted(String),
+}
+
+/// The body of `response` as an [`EventStream`]: SSE parsed by `eventsource-stream`, decoded by
+/// `decoder`. A body that breaks, or ends before the answer is complete, yields one
+/// [`ProviderError::Interrupted`]; a decoder error yields [`ProviderError::Protocol`] or
+/// [`ProviderError::Interrupted`]. Nothing follows an error item.
+pub(super) fn decode_sse<D: SseDecoder>(
+    url: String,
+    response: reqwest::Response,
+    decoder: D,
+) -> EventStream {
+    struct State<D> {
+        body: futures_util::stream::BoxStream<'static, Result<Event, String>>,
+        decoder: D,
+        queue: VecDeque<Result<StreamEvent, ProviderError>>,
+        url: String,
+        done: bool,
+    }
+    let body = response
+        .bytes_stream()
+        .eventsource()
+        .map(|item| item.map_err(|e| error_chain(&e)))
+        .boxed();
+    let state = State {
+        body,
+        decoder,
+        queue: VecDeque::new(),
+        url,
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(item) = state.queue.pop_front() {
+                return Some((item, state));
+            }
+            if state.done {
+                return None;
+            }
+            let url = state.url.clone();
+            match state.body.next().await {
+                Some(Ok(event)) => match state.decoder.event(&event) {
+                    Ok(events) => state.queue.extend(events.into_iter().map(Ok)),
+                    Err(error) => {
+                        state.done = true;
+                        state.queue.push_back(Err(match error {
+                            DecodeError::Protocol(detail) => {
+                                ProviderError::Protocol { url, detail }
+                            }
+                            DecodeError::Interrupted(detail) => {
+                                ProviderError::Interrupted { url, detail }
+                            }
+                        }));
+                    }
+                },
+                Some(Err(detail)) => {
+                    state.done = true;
+                    state
+                        .queue
+                        .push_back(Err(ProviderError::Interrupted { url, detail }));
+                }
+                None => {
+                    state.done = true;
+                    match state.decoder.finish() {
+                        Some(events) => state.queue.extend(events.into_iter().map(Ok)),
+                        None => state.queue.push_back(Err(ProviderError::Interrupted {
+                            url,
+                            detail: "the answer ended before it was complete".into(),
+                        })),
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_and_http_dates() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        let future = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(30));
+        let wait = parse_retry_after(&future).expect("an HTTP date parses");
+        assert!(wait <= Duration::from_secs(30) && wait >= Duration::from_secs(28));
+        let past = "Wed, 21 Oct 2015 07:28:00 GMT";
+        assert_eq!(parse_retry_after(past), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+}
