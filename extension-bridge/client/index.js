@@ -70,7 +70,11 @@ class FrameTransport {
     this.hello = null;
   }
   onFrame(frame, origin) {
-    if (frame?.type === "hello") { this.helloResolve?.({ ...frame, origin }); return; }
+    // The extension answers a hello it could not relay (no native host) with an id-less error.
+    if (frame?.type === "hello" || (frame?.type === "error" && frame.id == null && !this.hello)) {
+      this.helloResolve?.({ ...frame, origin });
+      return;
+    }
     if (frame?.type === "extension.present") { this.presentResolve?.(); return; }
     const entry = this.#pending.get(frame?.id);
     if (!entry) return;

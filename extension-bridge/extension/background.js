@@ -13,6 +13,10 @@
 // - When the native port drops, every open request gets an `error` frame
 //   (`gateway.unavailable`, retryable) and the port is reopened with backoff while pages are
 //   connected.
+// - One source for both families: it runs as Chrome's service worker and as Firefox's event
+//   page (build.mjs picks the manifest key), uses only the `chrome.*` namespace (Firefox has it,
+//   with promises, in MV3) and reads a dropped port's reason where each browser puts it. Both
+//   are run end to end: tests/e2e.mjs (Chromium) and tests/firefox-e2e.mjs (Firefox ESR).
 const HOST_NAME = "com.review_agent.gateway";
 const PROTOCOL_VERSIONS = ["1.0"];
 const PAGE_PORT = "review-agent-gateway-page";
@@ -64,8 +68,10 @@ function connectNative() {
     return;
   }
   native.onMessage.addListener(onNativeMessage);
-  native.onDisconnect.addListener(() => {
-    lastError = chrome.runtime.lastError?.message ?? "the native host exited";
+  native.onDisconnect.addListener((port) => {
+    // Why: Chrome sets runtime.lastError, Firefox sets the port's `error` (and no lastError),
+    // e.g. "No such native application com.review_agent.gateway" when the host is missing.
+    lastError = port?.error?.message ?? chrome.runtime.lastError?.message ?? "the native host exited";
     native = null;
     chunkBuffer = null;
     helloResolve?.({ type: "error", id: null, error: unavailable(lastError) });
