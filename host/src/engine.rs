@@ -24,18 +24,25 @@ use futures_util::Stream;
 use serde::Serialize;
 use tokio::sync::{Notify, Semaphore, watch};
 
+use crate::chat::ChatOptions;
+use crate::config::ProviderConfig;
 use crate::config::{Config, LoadedConfig};
+use crate::conversation::Budget as RunBudget;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health, Limits,
     ProviderHealth, ProviderStatus, RepositoryMappingRequest, ReviewFinding, ReviewRequest,
     RuleCapabilities, RunCreated, RunKind, RunState, Stage, StageChanged,
 };
+use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};
 use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload_hash};
 use crate::tools::Registry;
 
 mod tool_calls;
+
+/// How long a provider's health probe is reused.
+pub const PROBE_TTL: Duration = Duration::from_secs(10);
 
 /// Protocol version this gateway speaks (draft §14).
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -86,7 +93,8 @@ pub struct RunView {
     pub updated_at: String,
 }
 
-/// Budget used by a run (draft §8 policy limits).
+/// Budget used by a run (draft §8 policy limits): tool calls counted from its `tool.started`
+/// events, output tokens from its `run.completed` usage (0 until the run completes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Budget {
@@ -128,11 +136,14 @@ struct Inner {
     symbols: std::sync::OnceLock<Arc<crate::tools::SymbolIndex>>,
     // Repository + revision keys of background symbol-indexing jobs running now.
     indexing: Mutex<HashSet<String>>,
+    // Provider health by the provider's config (as JSON): when probed, and the answer.
+    probes: Mutex<HashMap<String, (Instant, ProviderStatus)>>,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
 struct LiveRun {
     cancel: Arc<AtomicBool>,
+    cancel_token: tokio_util::sync::CancellationToken,
     cancel_reason: Arc<Mutex<Option<String>>>,
     cancelled: Notify,
     // Invariant: holds the seq of the last event committed to the store for this run.
@@ -179,6 +190,7 @@ impl Gateway {
                 tools: Registry::builtin(),
                 symbols: std::sync::OnceLock::new(),
                 indexing: Mutex::new(HashSet::new()),
+                probes: Mutex::new(HashMap::new()),
             }),
         };
         gateway.purge()?;
@@ -204,26 +216,61 @@ impl Gateway {
         Ok(self.inner.store.purge_events_older_than(&cutoff)?)
     }
 
-    /// `GET /v1/health` data (draft §5).
-    pub fn health(&self) -> Health {
+    /// `GET /v1/health` data (draft §5). Each provider's `status` is real: `not_configured`
+    /// when it needs a key it does not have (or its key is refused), else the result of a
+    /// models listing (`GET …/models`, 2 s timeout) — `ready` or `unavailable`. Probes run
+    /// concurrently and their results are kept for [`PROBE_TTL`], so polling health costs the
+    /// providers at most one request each per 10 s.
+    pub async fn health(&self) -> Health {
+        let config = self.config();
+        let probes = config.providers.iter().map(|p| {
+            let gateway = self.clone();
+            let p = p.clone();
+            async move {
+                let status = gateway.provider_status(&p).await;
+                ProviderHealth {
+                    id: p.id.clone(),
+                    kind: p.kind.as_str().to_owned(),
+                    status,
+                }
+            }
+        });
         Health {
             service: "review-agent-gateway".into(),
             protocol_version: PROTOCOL_VERSION.into(),
             gateway_version: self.inner.gateway_version.clone(),
             uptime_seconds: self.inner.started.elapsed().as_secs(),
-            providers: self
-                .config()
-                .providers
-                .iter()
-                .map(|p| ProviderHealth {
-                    id: p.id.clone(),
-                    kind: p.kind.as_str().to_owned(),
-                    // Model clients come with the providers issue; until then a configured
-                    // provider cannot be used.
-                    status: ProviderStatus::NotConfigured,
-                })
-                .collect(),
+            providers: futures_util::future::join_all(probes).await,
         }
+    }
+
+    /// This gateway's version, e.g. `0.1.0`.
+    pub fn gateway_version(&self) -> &str {
+        &self.inner.gateway_version
+    }
+
+    async fn provider_status(&self, config: &ProviderConfig) -> ProviderStatus {
+        let key = serde_json::to_string(config).unwrap_or_default();
+        if let Ok(cache) = self.inner.probes.lock()
+            && let Some((at, status)) = cache.get(&key)
+            && at.elapsed() < PROBE_TTL
+        {
+            return *status;
+        }
+        let config = config.clone();
+        // Key lookup may touch the OS keyring over D-Bus: keep it off the async workers.
+        let built = tokio::task::spawn_blocking(move || crate::providers::build(&config)).await;
+        let status = match built {
+            Ok(Ok(provider)) => provider.probe().await,
+            Ok(Err(error)) if error.code == codes::PROVIDER_NOT_CONFIGURED => {
+                ProviderStatus::NotConfigured
+            }
+            _ => ProviderStatus::Unavailable,
+        };
+        if let Ok(mut cache) = self.inner.probes.lock() {
+            cache.insert(key, (Instant::now(), status));
+        }
+        status
     }
 
     /// The browser origins allowed to call the gateway (DESIGN §9): the configured
@@ -250,7 +297,16 @@ impl Gateway {
         providers.sort();
         providers.dedup();
         Capabilities {
-            runtime: vec!["review".into(), "cancel".into(), "resume".into()],
+            runtime: if config.providers.is_empty() {
+                vec!["review".into(), "cancel".into(), "resume".into()]
+            } else {
+                vec![
+                    "chat".into(),
+                    "review".into(),
+                    "cancel".into(),
+                    "resume".into(),
+                ]
+            },
             tools: self.enabled_tool_names(&config),
             providers,
             rules: RuleCapabilities {
@@ -352,36 +408,16 @@ impl Gateway {
 
         let hash = payload_hash(&body);
         let run_id = new_id("run");
-        let record = IdempotencyRecord {
-            request_id: request.request_id.clone(),
-            payload_hash: hash.clone(),
-            run_id: run_id.clone(),
-            created_at: review::now_rfc3339(),
-        };
-        if let Some(existing) = self.inner.store.idempotency_put_if_absent(&record)? {
-            if existing.payload_hash == hash {
-                return Ok(Started {
-                    run_id: existing.run_id,
-                    existing: true,
-                });
-            }
-            return Err(GatewayError::new(
-                codes::REQUEST_ID_CONFLICT,
-                format!(
-                    "requestId `{}` was already used with a different payload",
-                    request.request_id
-                ),
-                "Use a new requestId for a different request (draft §12).",
-            ));
+        if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {
+            return Ok(existing);
         }
         // The review cache (draft §12): same provider, model, commits, normalized request and
         // rule sets → replay the findings of the completed run. A key that cannot be computed
         // (a missing commit, a broken rule file) means no cache: the run reports the error.
-        let provider = request
-            .provider_id
-            .clone()
-            .unwrap_or_else(|| "builtin".into());
-        let model = request.model.clone().unwrap_or_default();
+        let (provider, model) = match &options.model {
+            Some(m) => (m.provider.id().to_owned(), m.model.clone()),
+            None => ("builtin".to_owned(), String::new()),
+        };
         let cache_key = review::cache_key(&options, &provider, &model, &hash).ok();
         let cached = match &cache_key {
             Some(key) => self.inner.store.cache_get(key)?,
@@ -405,32 +441,161 @@ impl Gateway {
         }
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
-        self.spawn(options, control, Some(request.request_id), true, cache_key);
+        self.spawn(
+            Job::Review(options),
+            control,
+            Some(request.request_id),
+            true,
+            cache_key,
+        );
         Ok(Started {
             run_id,
             existing: false,
         })
     }
 
-    /// `POST /v1/chat` (draft §7): validates the request; with no model provider in this
-    /// version, every valid request answers `provider.not_configured`.
+    /// Record `body`'s `requestId` (draft §12): `Ok(None)` for a new request (its run gets
+    /// `run_id`), `Ok(Some(started))` for the same request seen before.
     ///
     /// # Errors
-    /// `request.invalid` for an empty `messages`; otherwise `provider.not_configured`.
-    pub fn chat(
+    /// `request.id_conflict` for the same `requestId` with another payload; `store.unavailable`.
+    fn idempotency(
+        &self,
+        request_id: &str,
+        body: &serde_json::Value,
+        run_id: &str,
+    ) -> Result<Option<Started>, GatewayError> {
+        let hash = payload_hash(body);
+        let record = IdempotencyRecord {
+            request_id: request_id.to_owned(),
+            payload_hash: hash.clone(),
+            run_id: run_id.to_owned(),
+            created_at: review::now_rfc3339(),
+        };
+        match self.inner.store.idempotency_put_if_absent(&record)? {
+            None => Ok(None),
+            Some(existing) if existing.payload_hash == hash => Ok(Some(Started {
+                run_id: existing.run_id,
+                existing: true,
+            })),
+            Some(_) => Err(GatewayError::new(
+                codes::REQUEST_ID_CONFLICT,
+                format!("requestId `{request_id}` was already used with a different payload"),
+                "Use a new requestId for a different request (draft §12).",
+            )),
+        }
+    }
+
+    /// `POST /v1/chat` (draft §7): validate, resolve the provider (and, with `toolsEnabled`,
+    /// the selection's mapped repository), apply idempotency, persist the run and start it.
+    /// Stream its events with [`Gateway::subscribe`].
+    ///
+    /// # Errors
+    /// `request.invalid` (no messages, bad roles), `provider.not_configured` (no such provider,
+    /// none given and no `default_provider`, no model name, a provider that needs a key without
+    /// one), `repository.not_mapped` (tools enabled on an unmapped project, or no selection to
+    /// name one), `repository.revision_missing`, `request.id_conflict`, `store.unavailable`,
+    /// `gateway.shutting_down`.
+    pub fn start_chat(&self, body: serde_json::Value) -> Result<Started, GatewayError> {
+        if !self.inner.accepting.load(Ordering::Relaxed) {
+            return Err(shutting_down());
+        }
+        let request: crate::protocol::ChatRequest = serde_json::from_value(body.clone())
+            .map_err(|e| invalid(format!("the chat request is not valid: {e}")))?;
+        let options = self.chat_options(&request)?;
+        let run_id = new_id("run");
+        if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {
+            return Ok(existing);
+        }
+        self.inner.store.create_run(&RunRecord::new(
+            run_id.clone(),
+            Some(request.request_id.clone()),
+            RunKind::Chat,
+            RunState::Queued,
+            body,
+            review::now_rfc3339(),
+        ))?;
+        let mut control = RunControl::new(run_id.clone());
+        control.announce = false;
+        self.spawn(
+            Job::Chat(options),
+            control,
+            Some(request.request_id),
+            true,
+            None,
+        );
+        Ok(Started {
+            run_id,
+            existing: false,
+        })
+    }
+
+    fn chat_options(
         &self,
         request: &crate::protocol::ChatRequest,
-    ) -> Result<std::convert::Infallible, GatewayError> {
-        if request.messages.is_empty() {
+    ) -> Result<ChatOptions, GatewayError> {
+        use crate::protocol::{ChatContext, ChatRole};
+        let id = &request.request_id;
+        if id.is_empty() || id.len() > 200 {
+            return Err(invalid("`requestId` must be 1 to 200 characters".into()));
+        }
+        if !request.messages.iter().any(|m| m.role == ChatRole::User) {
             return Err(invalid(
-                "`messages` is empty; send at least one message (draft §7)".into(),
+                "`messages` has no user message; send at least one (draft §7)".into(),
             ));
         }
-        Err(GatewayError::new(
-            codes::PROVIDER_NOT_CONFIGURED,
-            "no model provider is configured, so chat is not available",
-            "Configure an OpenAI-compatible or Anthropic provider (a later version of the gateway).",
-        ))
+        if request.messages.last().map(|m| m.role) != Some(ChatRole::User) {
+            return Err(invalid(
+                "the last of `messages` must be the user's (role `user`)".into(),
+            ));
+        }
+        let config = self.config();
+        let (provider, model) = crate::providers::select(&config, request.provider_id.as_deref(), request.model.as_deref())?
+            .ok_or_else(|| {
+                GatewayError::new(
+                    codes::PROVIDER_NOT_CONFIGURED,
+                    "chat needs a model provider, and the request names none (and the config                      sets no `default_provider`)",
+                    "Send `providerId` (see GET /v1/health for the configured providers), or set                      `default_provider` in config.toml.",
+                )
+            })?;
+        let selection = request.context.as_ref().map(|c| match c {
+            ChatContext::Selection(s) => s.clone(),
+        });
+        let tools = if request.tools_enabled == Some(true) {
+            let selection = selection.as_ref().ok_or_else(|| {
+                GatewayError::new(
+                    codes::REPOSITORY_NOT_MAPPED,
+                    "`toolsEnabled` needs a `context` naming the GitLab project whose repository                      the tools read",
+                    "Send `context` with `gitlabOrigin` and `projectPath`, or set `toolsEnabled`                      to false.",
+                )
+            })?;
+            let mapping = config
+                .find_mapping(&selection.gitlab_origin, &selection.project_path)
+                .ok_or_else(|| not_mapped(&selection.gitlab_origin, &selection.project_path))?;
+            let rev = selection
+                .head_sha
+                .clone()
+                .unwrap_or_else(|| mapping.default_ref.clone());
+            // Opened here so a missing revision is the request's error, not the run's.
+            crate::tools::ToolContext::open(&mapping.local_path, Some(&rev))?;
+            Some(crate::chat::ChatRepository {
+                path: mapping.local_path.clone(),
+                rev,
+                symbols: self.symbol_index(),
+            })
+        } else {
+            None
+        };
+        Ok(ChatOptions {
+            budget: RunBudget::within(&config.limits, None, None, None, provider.as_ref()),
+            provider,
+            model,
+            messages: request.messages.clone(),
+            selection,
+            tools,
+            runtime: runtime()?,
+            request_id: Some(request.request_id.clone()),
+        })
     }
 
     /// `POST /v1/runs/:runId/resume` (draft §9): continue an `interrupted`, `cancelled` or
@@ -451,6 +616,13 @@ impl Gateway {
         if !resumable || self.is_live(run_id) {
             return self.run_view(run_id);
         }
+        if record.kind == RunKind::Chat {
+            return Err(GatewayError::new(
+                codes::RUN_NOT_RESUMABLE,
+                format!("run {run_id} is a chat, and chats are not resumed"),
+                "Send the chat again (POST /v1/chat) with a new requestId.",
+            ));
+        }
         let request: ReviewRequest = serde_json::from_value(record.request.clone())
             .map_err(|e| invalid(format!("the stored request of {run_id} is not valid: {e}")))?;
         let options = self.review_options(&request)?;
@@ -468,7 +640,13 @@ impl Gateway {
             .iter()
             .cloned()
             .collect::<HashSet<_>>();
-        self.spawn(options, control, record.request_id.clone(), false, None);
+        self.spawn(
+            Job::Review(options),
+            control,
+            record.request_id.clone(),
+            false,
+            None,
+        );
         self.run_view(run_id)
     }
 
@@ -484,6 +662,7 @@ impl Gateway {
                 *slot = Some(reason.unwrap_or_else(|| "cancelled".into()));
             }
             live.cancel.store(true, Ordering::Relaxed);
+            live.cancel_token.cancel();
             live.cancelled.notify_waiters();
         }
         self.run_view(run_id)
@@ -496,14 +675,22 @@ impl Gateway {
     pub fn run_view(&self, run_id: &str) -> Result<RunView, GatewayError> {
         let record = self.record(run_id)?;
         let mut findings = Vec::new();
+        let mut budget = Budget::default();
         let mut cursor = 0;
         loop {
             let batch = self.inner.store.events_after(run_id, cursor, 1024)?;
             let Some(last) = batch.last() else { break };
             cursor = last.seq;
             for event in batch {
-                if let EventPayload::FindingCreated(f) = event.payload {
-                    findings.push(f.finding);
+                match event.payload {
+                    EventPayload::FindingCreated(f) => findings.push(f.finding),
+                    EventPayload::ToolStarted(_) => budget.tool_calls += 1,
+                    EventPayload::RunCompleted(c) => {
+                        if let Some(usage) = c.usage {
+                            budget.output_tokens = usage.output_tokens;
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -515,7 +702,7 @@ impl Gateway {
             stage: record.stage,
             completed_stages: record.completed_stages,
             findings,
-            budget: Budget::default(),
+            budget,
             error: record.error,
             last_seq: record.last_seq,
             created_at: record.created_at,
@@ -608,15 +795,13 @@ impl Gateway {
     }
 
     fn review_options(&self, request: &ReviewRequest) -> Result<ReviewOptions, GatewayError> {
-        if let Some(provider) = request.provider_id.as_deref().filter(|p| *p != "builtin") {
-            return Err(GatewayError::new(
-                codes::PROVIDER_NOT_CONFIGURED,
-                format!("provider `{provider}` is not available in this gateway yet"),
-                "Omit providerId (or use \"builtin\") for a rules-only review; model providers come with a later version.",
-            ));
-        }
         let target = &request.target;
         let config = self.config();
+        let model = crate::providers::select(
+            &config,
+            request.provider_id.as_deref(),
+            request.model.as_deref(),
+        )?;
         let mapping = config
             .find_mapping(&target.gitlab_origin, &target.project_path)
             .ok_or_else(|| not_mapped(&target.gitlab_origin, &target.project_path))?;
@@ -630,11 +815,27 @@ impl Gateway {
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();
         }
-        if let Some(policy) = &request.policy {
-            options.rule_set_ids = policy.rule_set_ids.clone();
-            if let Some(c) = policy.min_confidence {
-                options.min_confidence = c;
-            }
+        let policy = request.policy.clone().unwrap_or_default();
+        options.rule_set_ids = policy.rule_set_ids.clone();
+        if let Some(c) = policy.min_confidence {
+            options.min_confidence = c;
+        }
+        if let Some((provider, model)) = model {
+            options.model = Some(ModelReview {
+                budget: RunBudget::within(
+                    &config.limits,
+                    policy.max_tool_calls,
+                    policy.max_output_tokens,
+                    policy.max_context_tokens,
+                    provider.as_ref(),
+                ),
+                provider,
+                model,
+                language: policy.language.clone(),
+                effort: policy.effort.unwrap_or(crate::protocol::Effort::Balanced),
+                runtime: runtime()?,
+                symbols: Some(self.symbol_index()),
+            });
         }
         Ok(options)
     }
@@ -643,7 +844,7 @@ impl Gateway {
     /// subscriber that arrives right after sees it.
     fn spawn(
         &self,
-        options: ReviewOptions,
+        job: Job,
         mut control: RunControl,
         request_id: Option<String>,
         new_run: bool,
@@ -652,6 +853,7 @@ impl Gateway {
         let (committed, _) = watch::channel(control.last_seq);
         let live = Arc::new(LiveRun {
             cancel: control.cancel.clone(),
+            cancel_token: control.cancel_token.clone(),
             cancel_reason: control.cancel_reason.clone(),
             cancelled: Notify::new(),
             committed,
@@ -669,10 +871,14 @@ impl Gateway {
                 control.last_seq,
             );
             if new_run {
+                let kind = match &job {
+                    Job::Review(_) => RunKind::Review,
+                    Job::Chat(_) => RunKind::Chat,
+                };
                 writer.emit(
                     RunCreated {
                         request_id,
-                        kind: Some(RunKind::Review),
+                        kind: Some(kind),
                         from_cache: None,
                     }
                     .into(),
@@ -714,11 +920,17 @@ impl Gateway {
                 writer.flush();
             } else {
                 let blocking = tokio::task::spawn_blocking(move || {
-                    let result = review::run_with(&options, &control, &mut |event: &AgentEvent| {
-                        writer.push(event.clone())
-                    });
+                    let mut sink = |event: &AgentEvent| writer.push(event.clone());
+                    let ok = match &job {
+                        Job::Review(options) => {
+                            review::run_with(options, &control, &mut sink).is_ok()
+                        }
+                        Job::Chat(options) => {
+                            crate::chat::run_with(options, &control, &mut sink).is_ok()
+                        }
+                    };
                     writer.flush();
-                    result.is_ok()
+                    ok
                 });
                 match blocking.await {
                     Ok(true) => {
@@ -1081,4 +1293,23 @@ fn not_mapped(gitlab_origin: &str, project_path: &str) -> GatewayError {
         ),
         "Open Gateway settings and add a repository mapping.",
     )
+}
+
+/// What a run's task does.
+enum Job {
+    /// A review (`POST /v1/reviews`, resume).
+    Review(ReviewOptions),
+    /// A chat (`POST /v1/chat`).
+    Chat(ChatOptions),
+}
+
+/// The runtime a run's model streams run on: the daemon's own.
+fn runtime() -> Result<tokio::runtime::Handle, GatewayError> {
+    tokio::runtime::Handle::try_current().map_err(|_| {
+        GatewayError::new(
+            codes::INTERNAL,
+            "a model run was started outside the daemon's async runtime",
+            "Report this bug.",
+        )
+    })
 }

@@ -2,7 +2,9 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the code map.
 
+pub mod chat;
 pub mod config;
+pub mod conversation;
 pub mod engine;
 pub mod error;
 pub mod protocol;

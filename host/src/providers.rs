@@ -33,7 +33,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use crate::config::{ProviderConfig, ProviderKind};
+use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::error::{GatewayError, codes};
 use crate::protocol::{ProviderStatus, Usage};
 use crate::security::secrets::ApiKey;
@@ -223,6 +223,65 @@ pub trait Provider: Send + Sync + fmt::Debug {
     /// Whether the provider answers now (a models listing with a short timeout), for
     /// `GET /v1/health`.
     fn probe(&self) -> BoxFuture<'_, ProviderStatus>;
+}
+
+/// The provider client and model name a request asks for: `provider_id`, else `config`'s
+/// `default_provider`; `Ok(None)` for `builtin` or neither (rules only). The model is `model`,
+/// else the provider's configured one.
+///
+/// # Errors
+/// `provider.not_configured`: no `[[providers]]` entry has that id, there is no model name,
+/// or the provider needs a key it does not have; the key source's errors (`secrets.*`).
+pub fn select(
+    config: &Config,
+    provider_id: Option<&str>,
+    model: Option<&str>,
+) -> Result<Option<(Arc<dyn Provider>, String)>, GatewayError> {
+    let Some(id) = provider_id
+        .or(config.default_provider.as_deref())
+        .filter(|id| *id != "builtin")
+    else {
+        return Ok(None);
+    };
+    let provider_config = config.find_provider(id).ok_or_else(|| {
+        let known: Vec<&str> = config.providers.iter().map(|p| p.id.as_str()).collect();
+        GatewayError::new(
+            codes::PROVIDER_NOT_CONFIGURED,
+            format!(
+                "no provider `{id}` is configured (configured: {})",
+                if known.is_empty() {
+                    "none; `builtin` runs the rules only".to_owned()
+                } else {
+                    format!("{}, and `builtin` for rules only", known.join(", "))
+                }
+            ),
+            "Add a [[providers]] entry to config.toml (`review-agent-gateway providers list`                  shows them), or use providerId \"builtin\".",
+        )
+    })?;
+    let provider = build(provider_config)?;
+    let model = model
+        .map(str::to_owned)
+        .or_else(|| provider.default_model().map(str::to_owned))
+        .ok_or_else(|| {
+            GatewayError::new(
+                codes::PROVIDER_NOT_CONFIGURED,
+                format!("provider `{id}` has no default model and the request names none"),
+                format!(
+                    "Send `model`, or set `model = \"...\"` in the [[providers]] entry `{id}`."
+                ),
+            )
+        })?;
+    Ok(Some((provider, model)))
+}
+
+/// The client of a `[[providers]]` entry, with its key from [`crate::security::secrets`].
+///
+/// # Errors
+/// As [`from_config`] and [`crate::security::secrets::resolve`].
+pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, GatewayError> {
+    let paths = crate::config::Paths::discover()?;
+    let key = crate::security::secrets::resolve(config, &paths)?.map(|(key, _)| key);
+    from_config(config, key)
 }
 
 /// Build the client of a `[[providers]]` entry with its key (if any).

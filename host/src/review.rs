@@ -18,6 +18,7 @@
 
 mod events;
 pub mod fingerprint;
+pub mod model;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -78,6 +79,9 @@ pub struct ReviewOptions {
     pub diff: DiffOptions,
     /// The client's `requestId`, echoed in `run.created`.
     pub request_id: Option<String>,
+    /// The model stage's provider, model, budgets and runtime; `None`: rules only (the
+    /// `builtin` provider, DESIGN §8).
+    pub model: Option<model::ModelReview>,
 }
 
 impl ReviewOptions {
@@ -96,6 +100,7 @@ impl ReviewOptions {
             min_confidence: Confidence::Medium,
             diff: DiffOptions::default(),
             request_id: None,
+            model: None,
         }
     }
 }
@@ -125,6 +130,10 @@ pub struct ReviewOutcome {
     pub skipped: Vec<Skipped>,
     /// The `ruleSetVersion` of the selected rule sets.
     pub rule_set_version: String,
+    /// Model token usage (`None` without a model stage).
+    pub usage: Option<crate::protocol::Usage>,
+    /// Repository tool calls the model made.
+    pub tool_calls: u32,
     /// Resolved merge-base commit (the diff's old side).
     pub base_sha: String,
     /// Resolved head commit.
@@ -159,6 +168,8 @@ pub struct RunControl {
     /// Set to stop the run: it is checked between stages and between files, and the run then
     /// ends with `run.cancelled` (DESIGN §5).
     pub cancel: Arc<AtomicBool>,
+    /// Cancelled together with `cancel` by whoever cancels: drops a model stream at once.
+    pub cancel_token: tokio_util::sync::CancellationToken,
     /// Why it was cancelled (the cancel request's `reason`, draft §9), for `run.cancelled`.
     pub cancel_reason: Arc<std::sync::Mutex<Option<String>>>,
     /// Findings with these fingerprints were already emitted by this run before it was
@@ -175,6 +186,7 @@ impl RunControl {
             run_id,
             last_seq: 0,
             cancel: Arc::new(AtomicBool::new(false)),
+            cancel_token: tokio_util::sync::CancellationToken::new(),
             cancel_reason: Arc::default(),
             already_emitted: HashSet::new(),
             announce: true,
@@ -182,7 +194,7 @@ impl RunControl {
     }
 
     fn check(&self) -> Result<(), Stop> {
-        if self.cancel.load(Ordering::Relaxed) {
+        if self.cancel.load(Ordering::Relaxed) || self.cancel_token.is_cancelled() {
             Err(Stop::Cancelled)
         } else {
             Ok(())
@@ -407,6 +419,26 @@ fn pipeline(
         }
     }
 
+    // --- model: findings reported by the model, checked as they come (review::model).
+    let mut model_outcome = None;
+    if let Some(model) = &options.model {
+        control.check()?;
+        emitter.stage(Stage::Model);
+        let outcome = model::run(
+            model,
+            &control.cancel_token,
+            &options.repo,
+            head.id,
+            &in_scope,
+            &selection,
+            emitter,
+        );
+        if outcome.cancelled {
+            return Err(Stop::Cancelled);
+        }
+        model_outcome = Some(outcome);
+    }
+
     // --- validate: confidence floor, fingerprints, dedupe; emit.
     control.check()?;
     emitter.stage(Stage::Validate);
@@ -459,6 +491,68 @@ fn pipeline(
         findings.push(finding);
     }
 
+    let mut model_error = None;
+    let (mut usage, mut tool_calls) = (None, 0);
+    if let Some(outcome) = model_outcome {
+        let flagged_by_rules: Vec<(String, String, u32)> = findings
+            .iter()
+            .filter_map(|f| Some((f.rule_id.clone()?, f.path.clone(), f.start_line)))
+            .collect();
+        for mut finding in outcome.findings {
+            control.check()?;
+            if finding.confidence < options.min_confidence {
+                continue;
+            }
+            // A rule id the model names must be a loaded rule; otherwise the category keys it.
+            if finding
+                .rule_id
+                .as_deref()
+                .is_some_and(|id| !known_ids.contains(id))
+            {
+                finding.rule_id = None;
+            }
+            // The same rule already flagged a line of this range: the rule finding stands.
+            let duplicate_of_rule = finding.rule_id.as_ref().is_some_and(|id| {
+                flagged_by_rules.iter().any(|(rule, path, line)| {
+                    rule == id
+                        && *path == finding.path
+                        && (finding.start_line..=finding.end_line).contains(line)
+                })
+            });
+            let flagged: Vec<&str> = in_scope
+                .iter()
+                .find(|f| f.path == finding.path)
+                .and_then(|f| {
+                    f.new_lines
+                        .get(finding.start_line as usize - 1..finding.end_line as usize)
+                })
+                .map(|lines| lines.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let key = finding
+                .rule_id
+                .clone()
+                .unwrap_or_else(|| finding.category.clone());
+            let fp = fingerprint::fingerprint(&key, &finding.path, &flagged, 0);
+            if duplicate_of_rule
+                || !seen.insert(fp.clone())
+                || control.already_emitted.contains(&fp)
+            {
+                continue;
+            }
+            finding.fingerprint = fp;
+            emitter.finding(&finding);
+            findings.push(finding);
+        }
+        usage = Some(outcome.spent.usage);
+        tool_calls = outcome.spent.tool_calls;
+        model_error = outcome.error;
+    }
+    if let Some(error) = model_error {
+        // The rule findings and the model's so far are emitted; the run fails retryably and
+        // resume redoes the model stage without emitting any of them again.
+        return Err(Stop::Failed(error));
+    }
+
     emitter.stage(Stage::Done);
     let mut reviewed: Vec<String> = in_scope.iter().map(|f| f.path.clone()).collect();
     reviewed.sort();
@@ -469,6 +563,8 @@ fn pipeline(
         reviewed,
         skipped,
         rule_set_version,
+        usage,
+        tool_calls,
         base_sha: merge_base.to_string(),
         head_sha: head.id.to_string(),
     };

@@ -179,7 +179,7 @@ impl Gateway {
     /// The symbol index shared by every call of this process: `<state dir>/symbols.redb`,
     /// opened on first use (in memory when it cannot be opened, see
     /// [`SymbolIndex::open_default`]).
-    fn symbol_index(&self) -> Arc<SymbolIndex> {
+    pub(super) fn symbol_index(&self) -> Arc<SymbolIndex> {
         self.inner
             .symbols
             .get_or_init(|| Arc::new(SymbolIndex::open_default()))

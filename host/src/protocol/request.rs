@@ -99,6 +99,10 @@ pub struct SelectionContext {
     pub end_line: u32,
     /// The selected text as the page shows it.
     pub text: String,
+    /// The commit the page shows (the merge request's `diff_refs.head_sha`); the tools read
+    /// there. This gateway's addition; the mapping's `defaultRef` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_sha: Option<String>,
 }
 
 // === Review (draft §8) ===
@@ -210,6 +214,10 @@ pub struct ReviewPolicy {
     /// Budget: model output tokens for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// Budget: prompt + answer tokens of one model request (this gateway's addition; capped
+    /// by the provider's context window and `[limits] max_context_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<u64>,
 }
 
 /// [`ReviewPolicy::effort`]. Wire form: lower-case string.

@@ -159,7 +159,7 @@ impl<'a> Emitter<'a> {
             })
             .collect();
         self.emit(RunCompleted {
-            usage: None,
+            usage: outcome.usage,
             finding_count: Some(u32::try_from(outcome.findings.len()).unwrap_or(u32::MAX)),
             reviewed_files: Some(outcome.reviewed.clone()),
             skipped_files: Some(skipped_files),

@@ -176,7 +176,7 @@ impl Dispatcher {
         let answer = HelloFrame {
             protocol_versions: None,
             protocol_version: Some(PROTOCOL_VERSION.to_owned()),
-            gateway_version: Some(gateway.health().gateway_version),
+            gateway_version: Some(gateway.gateway_version().to_owned()),
             capabilities: serde_json::to_value(gateway.capabilities()).ok(),
         };
         let _ = self.out.send(Frame::Hello(answer)).await;

@@ -35,8 +35,7 @@ use serde::de::DeserializeOwned;
 use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
-    AgentEvent, ApiResponse, CancelRequest, ChatRequest, ErrorObject, RepositoryMappingRequest,
-    ToolCallRequest,
+    AgentEvent, ApiResponse, CancelRequest, ErrorObject, RepositoryMappingRequest, ToolCallRequest,
 };
 use crate::security::{LiveToken, bearer_token, host_allowed, origin_allowed};
 
@@ -207,7 +206,7 @@ fn cors_headers(headers: &mut HeaderMap, origin: &str) {
 // === handlers ===
 
 async fn health(State(state): State<HttpState>) -> Response {
-    ok(None, state.gateway.health())
+    ok(None, state.gateway.health().await)
 }
 
 async fn capabilities(State(state): State<HttpState>) -> Response {
@@ -284,12 +283,18 @@ async fn chat(State(state): State<HttpState>, body: Result<Bytes, BytesRejection
         Ok(body) => body,
         Err(rejection) => return body_error(&rejection),
     };
-    let request: ChatRequest = match parse(&body) {
-        Ok(r) => r,
-        Err(e) => return error_response(&e),
+    let value: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error_response(&invalid_json(&e)),
     };
-    match state.gateway.chat(&request) {
-        Ok(never) => match never {},
+    let gateway = state.gateway.clone();
+    let started = match tokio::task::spawn_blocking(move || gateway.start_chat(value)).await {
+        Ok(Ok(started)) => started,
+        Ok(Err(e)) => return error_response(&e),
+        Err(e) => return error_response(&internal(&e.to_string())),
+    };
+    match state.gateway.subscribe(&started.run_id, 0) {
+        Ok(stream) => sse(stream),
         Err(e) => error_response(&e),
     }
 }

@@ -1,0 +1,260 @@
+//! Chat runs (draft §7): a conversation with a model about what the reviewer is looking at,
+//! streamed as AgentEvents — `run.created`, `context.added` (the selection), `tool.started` /
+//! `tool.completed` when tools are enabled, `text.delta`, and `run.completed` with `usage`.
+//!
+//! Decisions:
+//! - **The selection travels in the first user message** as a fenced quote with its path and
+//!   lines; the client's own `system` messages are appended to the gateway's system prompt.
+//! - **Tools** (`toolsEnabled: true`) are the read-only repository tools on the repository the
+//!   selection's GitLab project maps to, at the chat's `ref` (the selection's `headSha` when
+//!   given, else the mapping's `defaultRef`); the loop is bounded by `maxToolCalls`
+//!   ([`crate::conversation`]).
+//! - **A broken stream fails the run** (`provider.unavailable`, retryable) after the turn
+//!   retries of [`crate::conversation`]; a chat is not resumable: send it again.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost};
+use crate::error::{GatewayError, codes};
+use crate::protocol::{
+    AgentEvent, ChatMessage, ChatRole, ContextAdded, ContextItem, FileContext, RunCompleted,
+    RunCreated, RunKind, SelectionContext,
+};
+use crate::providers::{Message, Part, Provider, Role, ToolCall, ToolResult, ToolSpec};
+use crate::review::{Emitter, RunControl};
+use crate::tools::{Registry, SideEffect, ToolContext};
+
+/// Most characters of a tool answer sent back to the model.
+pub const TOOL_RESULT_CHARS: usize = crate::review::model::TOOL_RESULT_CHARS;
+
+/// What a chat run needs.
+#[derive(Clone)]
+pub struct ChatOptions {
+    /// The provider client.
+    pub provider: Arc<dyn Provider>,
+    /// The model name.
+    pub model: String,
+    /// The conversation from the client, oldest first (at least one message).
+    pub messages: Vec<ChatMessage>,
+    /// What the user selected, if anything.
+    pub selection: Option<SelectionContext>,
+    /// The repository the tools read when `toolsEnabled`; `None`: no tools offered.
+    pub tools: Option<ChatRepository>,
+    /// Budgets.
+    pub budget: Budget,
+    /// Runs the provider's streams (see [`crate::review::model::ModelReview::runtime`]).
+    pub runtime: tokio::runtime::Handle,
+    /// The client's `requestId`.
+    pub request_id: Option<String>,
+}
+
+impl std::fmt::Debug for ChatOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatOptions")
+            .field("provider", &self.provider.id())
+            .field("model", &self.model)
+            .field("messages", &self.messages.len())
+            .field("tools", &self.tools.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The repository a chat's tools read: a mapped repository at the chat's revision.
+#[derive(Debug, Clone)]
+pub struct ChatRepository {
+    /// The mapping's local path (never shown to the model or in events, DESIGN §6).
+    pub path: std::path::PathBuf,
+    /// The revision: a commit SHA, branch or tag.
+    pub rev: String,
+    /// The daemon's shared symbol index.
+    pub symbols: Arc<crate::tools::SymbolIndex>,
+}
+
+/// The result of a chat run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatOutcome {
+    /// The model's whole answer.
+    pub text: String,
+    /// Tool calls and tokens used.
+    pub spent: Spent,
+}
+
+/// Run a chat under `control`, sending every AgentEvent to `sink`. The stream starts with
+/// `run.created` (when `control.announce`) and ends with one of `run.completed`,
+/// `run.failed` or `run.cancelled`.
+///
+/// # Errors
+/// The provider's errors (`provider.*`), `run.cancelled`.
+pub fn run_with(
+    options: &ChatOptions,
+    control: &RunControl,
+    sink: &mut dyn FnMut(&AgentEvent),
+) -> Result<ChatOutcome, GatewayError> {
+    let started = Instant::now();
+    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink);
+    if control.announce {
+        emitter.emit(RunCreated {
+            request_id: options.request_id.clone(),
+            kind: Some(RunKind::Chat),
+            from_cache: None,
+        });
+    }
+    if let Some(selection) = &options.selection {
+        emitter.emit(ContextAdded {
+            context: ContextItem::File(FileContext {
+                path: selection.file_path.clone(),
+                start_line: Some(selection.start_line),
+                end_line: Some(selection.end_line),
+            }),
+        });
+    }
+    let mut system = String::from(
+        "You are a senior engineer helping a code reviewer on a GitLab merge request. Answer \
+         precisely and briefly, in the language of the question; quote code with its path and \
+         line numbers.",
+    );
+    if options.tools.is_some() {
+        system.push_str(
+            " You may read the repository with the tools (file_read, code_search, \
+             symbol_search, file_search, git_history, file_read_diff) before you answer; calls \
+             are budgeted.",
+        );
+    }
+    for m in options
+        .messages
+        .iter()
+        .filter(|m| m.role == ChatRole::System)
+    {
+        system.push_str("\n\n");
+        system.push_str(&m.content);
+    }
+    let mut messages: Vec<Message> = Vec::new();
+    for (i, m) in options
+        .messages
+        .iter()
+        .filter(|m| m.role != ChatRole::System)
+        .enumerate()
+    {
+        let mut text = m.content.clone();
+        if i == 0
+            && let Some(selection) = &options.selection
+        {
+            text = format!(
+                "The reviewer selected {}:{}-{}:\n```\n{}\n```\n\n{text}",
+                selection.file_path, selection.start_line, selection.end_line, selection.text
+            );
+        }
+        messages.push(match m.role {
+            ChatRole::Assistant => Message::assistant(text),
+            _ => Message::user(text),
+        });
+    }
+    let mut conversation = Conversation {
+        provider: options.provider.as_ref(),
+        model: &options.model,
+        system: &system,
+        messages,
+    };
+    let ctx = match &options.tools {
+        None => None,
+        Some(repo) => match ToolContext::open(&repo.path, Some(&repo.rev)) {
+            Ok(ctx) => Some(ctx.with_symbol_index(repo.symbols.clone())),
+            Err(error) => {
+                emitter.emit(crate::protocol::RunFailed {
+                    error: (&error).into(),
+                });
+                return Err(error);
+            }
+        },
+    };
+    let mut host = ChatTools {
+        ctx: ctx.as_ref(),
+        registry: Registry::builtin(),
+    };
+    let mut spent = Spent::default();
+    let ended = options.runtime.block_on(conversation::converse(
+        &mut conversation,
+        &mut host,
+        &options.budget,
+        &mut spent,
+        &control.cancel_token,
+        &mut emitter,
+    ));
+    let cancelled = matches!(ended, Ok(End::Cancelled)) || control.cancel_token.is_cancelled();
+    if cancelled {
+        let reason = control
+            .cancel_reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| "cancelled".into());
+        emitter.emit(crate::protocol::RunCancelled {
+            reason: Some(reason),
+        });
+        return Err(GatewayError::new(
+            codes::RUN_CANCELLED,
+            format!("run {} was cancelled", control.run_id),
+            "Send the chat again.",
+        ));
+    }
+    let text = match ended {
+        Ok(End::Done { text, .. }) => text,
+        Ok(_) => answer_text(&conversation.messages),
+        Err(error) => {
+            emitter.emit(crate::protocol::RunFailed {
+                error: (&error).into(),
+            });
+            return Err(error);
+        }
+    };
+    emitter.emit(RunCompleted {
+        usage: Some(spent.usage),
+        duration_ms: Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+        ..RunCompleted::default()
+    });
+    Ok(ChatOutcome { text, spent })
+}
+
+/// The assistant text of a conversation that ended early.
+fn answer_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+struct ChatTools<'a> {
+    ctx: Option<&'a ToolContext>,
+    registry: Registry,
+}
+
+impl ToolHost for ChatTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        if self.ctx.is_none() {
+            return Vec::new();
+        }
+        self.registry
+            .tools()
+            .filter(|t| t.side_effect() != SideEffect::Command)
+            .map(|t| ToolSpec {
+                name: t.name().into(),
+                description: t.description().into(),
+                input_schema: t.input_schema(),
+            })
+            .collect()
+    }
+
+    fn counts_against_budget(&self, _name: &str) -> bool {
+        true
+    }
+
+    fn call(&mut self, call: &ToolCall, emitter: &mut Emitter<'_>) -> ToolResult {
+        crate::review::model::call_repository_tool(self.ctx, &self.registry, call, emitter)
+    }
+}

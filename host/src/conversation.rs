@@ -1,0 +1,437 @@
+//! The bounded tool loop shared by model review and chat (draft §7, §8, §10; DESIGN §8): send
+//! the conversation to a [`Provider`], stream its text as `text.delta`, answer its tool calls
+//! through a [`ToolHost`] (which emits `tool.started` / `tool.completed`), and go round until
+//! the model stops calling tools, a budget runs out, or the run is cancelled.
+//!
+//! Budgets ([`Budget`], spent in [`Spent`] across every conversation of a run):
+//! - **tool calls** (`maxToolCalls`): a call past the budget is not run; the model is told so in
+//!   the tool result and a `warning` `budget.exhausted` is emitted once. A model that keeps
+//!   calling tools for [`REFUSED_TURNS`] more turns is stopped.
+//! - **output tokens** (`maxOutputTokens`): each request asks for at most what is left; when
+//!   nothing is left the loop stops with a `warning`.
+//! - **context tokens** (`maxContextTokens`, and the provider's window): the prompt is
+//!   estimated ([`estimate_tokens`]) before each request; one that cannot fit with room for
+//!   [`MIN_OUTPUT_TOKENS`] of answer stops the loop with a `warning`.
+//!
+//! A stream that breaks in a retryable way before the model finished its turn is retried from
+//! the start of the turn (at most [`TURN_RETRIES`] times, with a `warning`
+//! `provider.stream_retried` so a client can discard the turn's partial text); nothing the
+//! model asked for in a broken turn has been acted on. Cancel drops the HTTP stream at once.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{GatewayError, codes};
+use crate::protocol::{TextDelta, Usage, Warning};
+use crate::providers::{
+    FinishReason, Message, ModelRequest, Part, Provider, ProviderError, Role, StreamEvent,
+    ToolCall, ToolResult, ToolSpec, estimate_tokens,
+};
+use crate::review::Emitter;
+
+/// Turns in a row in which every tool call was refused for the budget before the loop stops.
+pub const REFUSED_TURNS: u32 = 2;
+/// Retries of a turn whose stream broke.
+pub const TURN_RETRIES: u32 = 2;
+/// The smallest answer a request may ask for; a prompt that leaves less stops the loop.
+pub const MIN_OUTPUT_TOKENS: u64 = 256;
+
+/// The limits of a run (draft §8 `policy`, capped by the config's `[limits]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Most repository tool calls (`maxToolCalls`).
+    pub max_tool_calls: u32,
+    /// Most model output tokens over the run (`maxOutputTokens`); `None`: only the
+    /// per-request cap of the provider.
+    pub max_output_tokens: Option<u64>,
+    /// Most prompt + answer tokens of one request (`maxContextTokens`, at most the provider's
+    /// context window).
+    pub max_context_tokens: u64,
+}
+
+impl Budget {
+    /// A run's budgets: the policy's values (`None`: the limit), capped by the config's
+    /// `[limits]` and `provider`'s context window.
+    pub fn within(
+        limits: &crate::config::Limits,
+        max_tool_calls: Option<u32>,
+        max_output_tokens: Option<u32>,
+        max_context_tokens: Option<u64>,
+        provider: &dyn Provider,
+    ) -> Budget {
+        Budget {
+            max_tool_calls: max_tool_calls
+                .unwrap_or(limits.max_tool_calls_per_run)
+                .min(limits.max_tool_calls_per_run),
+            max_output_tokens: max_output_tokens.map(u64::from),
+            max_context_tokens: max_context_tokens
+                .unwrap_or(u64::MAX)
+                .min(limits.max_context_tokens)
+                .min(provider.context_window()),
+        }
+    }
+}
+
+/// What a run has used so far, summed over its requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    /// Tool calls run (calls refused for the budget are not counted).
+    pub tool_calls: u32,
+    /// Token usage as the provider reported it (estimated where it did not).
+    pub usage: Usage,
+    /// Whether a `budget.exhausted` warning for tool calls was emitted already.
+    pub tool_budget_warned: bool,
+}
+
+/// Answers a model's tool calls.
+pub trait ToolHost {
+    /// The tools offered to the model.
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// Whether calls of `name` count against `maxToolCalls` (reporting a finding does not).
+    fn counts_against_budget(&self, name: &str) -> bool;
+    /// Run `call` (emitting its events through `emitter`) and answer it.
+    fn call(&mut self, call: &ToolCall, emitter: &mut Emitter<'_>) -> ToolResult;
+}
+
+/// How a conversation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// The model answered without calling tools.
+    Done {
+        /// Its text over all turns.
+        text: String,
+        /// Why the last turn stopped (e.g. `Length` when it hit the output cap).
+        finish: FinishReason,
+    },
+    /// A budget ran out (a `warning` was emitted); which one, as in the policy.
+    BudgetExhausted(&'static str),
+    /// The run was cancelled (the stream was dropped).
+    Cancelled,
+}
+
+/// One conversation: its model, prompts and tools.
+#[derive(Debug, Clone)]
+pub struct Conversation<'a> {
+    /// The provider.
+    pub provider: &'a dyn Provider,
+    /// The model name.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far; the loop appends to it.
+    pub messages: Vec<Message>,
+}
+
+/// Run `conversation` to its end (see the module docs).
+///
+/// # Errors
+/// The provider's error (`provider.unavailable`, `provider.rate_limited`,
+/// `provider.auth_failed`, `provider.request_rejected`, `provider.protocol_error`) once retries
+/// are used up; the conversation so far stays in `conversation.messages`.
+pub async fn converse(
+    conversation: &mut Conversation<'_>,
+    host: &mut dyn ToolHost,
+    budget: &Budget,
+    spent: &mut Spent,
+    cancel: &CancellationToken,
+    emitter: &mut Emitter<'_>,
+) -> Result<End, GatewayError> {
+    let tools = host.specs();
+    let fixed = estimate_tokens(conversation.system)
+        + tools
+            .iter()
+            .map(|t| {
+                estimate_tokens(&t.name)
+                    + estimate_tokens(&t.description)
+                    + estimate_tokens(&t.input_schema.to_string())
+            })
+            .sum::<u64>();
+    let mut text_all = String::new();
+    let mut refused_turns = 0;
+    loop {
+        if cancel.is_cancelled() {
+            return Ok(End::Cancelled);
+        }
+        // --- budgets before the request
+        let left = budget
+            .max_output_tokens
+            .map(|max| max.saturating_sub(spent.usage.output_tokens));
+        if left.is_some_and(|left| left == 0) {
+            warn_budget(
+                emitter,
+                "maxOutputTokens",
+                format!(
+                    "the run used its {} output tokens; the model review stops here",
+                    budget.max_output_tokens.unwrap_or(0)
+                ),
+            );
+            return Ok(End::BudgetExhausted("maxOutputTokens"));
+        }
+        let prompt = fixed
+            + conversation
+                .messages
+                .iter()
+                .map(message_tokens)
+                .sum::<u64>();
+        let room = budget.max_context_tokens.saturating_sub(prompt);
+        let per_request = u64::from(conversation.provider.max_output_tokens());
+        let max_output = per_request.min(left.unwrap_or(u64::MAX)).min(room);
+        if max_output < MIN_OUTPUT_TOKENS.min(per_request) {
+            warn_budget(
+                emitter,
+                "maxContextTokens",
+                format!(
+                    "the conversation (~{prompt} tokens) no longer fits the context of {} tokens \
+                     with room for an answer; this part of the model review stops here",
+                    budget.max_context_tokens
+                ),
+            );
+            return Ok(End::BudgetExhausted("maxContextTokens"));
+        }
+        let request = ModelRequest {
+            model: conversation.model.to_owned(),
+            system: conversation.system.to_owned(),
+            messages: conversation.messages.clone(),
+            tools: tools.clone(),
+            max_output_tokens: u32::try_from(max_output).unwrap_or(u32::MAX),
+        };
+
+        // --- one turn, retried when its stream breaks
+        let turn = match turn_with_retries(conversation.provider, request, prompt, cancel, emitter)
+            .await?
+        {
+            Some(turn) => turn,
+            None => return Ok(End::Cancelled),
+        };
+        spent.usage.input_tokens += turn.usage.input_tokens;
+        spent.usage.output_tokens += turn.usage.output_tokens;
+        text_all.push_str(&turn.text);
+        let mut parts = Vec::new();
+        if !turn.text.is_empty() {
+            parts.push(Part::Text(turn.text.clone()));
+        }
+        parts.extend(turn.calls.iter().cloned().map(Part::ToolCall));
+        if parts.is_empty() {
+            // An empty answer: nothing more will come of asking again.
+            parts.push(Part::Text(String::new()));
+        }
+        conversation.messages.push(Message {
+            role: Role::Assistant,
+            parts,
+        });
+        if turn.calls.is_empty() {
+            return Ok(End::Done {
+                text: text_all,
+                finish: turn.finish,
+            });
+        }
+
+        // --- answer the tool calls
+        let mut results = Vec::new();
+        let mut refused = 0;
+        let mut counted = 0;
+        for call in &turn.calls {
+            if cancel.is_cancelled() {
+                return Ok(End::Cancelled);
+            }
+            if host.counts_against_budget(&call.name) {
+                counted += 1;
+                if spent.tool_calls >= budget.max_tool_calls {
+                    refused += 1;
+                    if !spent.tool_budget_warned {
+                        spent.tool_budget_warned = true;
+                        warn_budget(
+                            emitter,
+                            "maxToolCalls",
+                            format!(
+                                "the run made its {} tool calls; further calls are refused",
+                                budget.max_tool_calls
+                            ),
+                        );
+                    }
+                    results.push(Part::ToolResult(ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: format!(
+                            "Not run: the review's tool-call budget ({}) is used up. Report \
+                             your findings with what you have and finish.",
+                            budget.max_tool_calls
+                        ),
+                        is_error: true,
+                    }));
+                    continue;
+                }
+                spent.tool_calls += 1;
+            }
+            results.push(Part::ToolResult(host.call(call, emitter)));
+        }
+        conversation.messages.push(Message {
+            role: Role::User,
+            parts: results,
+        });
+        if counted > 0 && refused == counted {
+            refused_turns += 1;
+            if refused_turns > REFUSED_TURNS {
+                emitter.emit(Warning {
+                    code: codes::BUDGET_EXHAUSTED.into(),
+                    message: format!(
+                        "the model kept calling tools after the budget of {} calls was used up; \
+                         it was stopped",
+                        budget.max_tool_calls
+                    ),
+                    path: None,
+                    remediation: Some(BUDGET_REMEDIATION.into()),
+                });
+                return Ok(End::BudgetExhausted("maxToolCalls"));
+            }
+        } else {
+            refused_turns = 0;
+        }
+    }
+}
+
+const BUDGET_REMEDIATION: &str = "Raise the policy's budget (maxToolCalls, maxOutputTokens) or \
+     the config's [limits], or review fewer files at a time.";
+
+fn warn_budget(emitter: &mut Emitter<'_>, which: &str, message: String) {
+    emitter.emit(Warning {
+        code: codes::BUDGET_EXHAUSTED.into(),
+        message: format!("{which}: {message}"),
+        path: None,
+        remediation: Some(BUDGET_REMEDIATION.into()),
+    });
+}
+
+fn message_tokens(message: &Message) -> u64 {
+    message
+        .parts
+        .iter()
+        .map(|part| match part {
+            Part::Text(text) => estimate_tokens(text),
+            Part::ToolCall(call) => estimate_tokens(&call.name) + estimate_tokens(&call.arguments),
+            Part::ToolResult(result) => estimate_tokens(&result.content),
+        } + 4)
+        .sum()
+}
+
+/// A completed turn.
+struct Turn {
+    text: String,
+    calls: Vec<ToolCall>,
+    usage: Usage,
+    finish: FinishReason,
+}
+
+/// One turn, redone from its start when its stream breaks in a retryable way. `None` when
+/// cancelled.
+async fn turn_with_retries(
+    provider: &dyn Provider,
+    request: ModelRequest,
+    prompt_estimate: u64,
+    cancel: &CancellationToken,
+    emitter: &mut Emitter<'_>,
+) -> Result<Option<Turn>, GatewayError> {
+    let mut attempt = 0;
+    loop {
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(None),
+            result = turn(provider, request.clone(), prompt_estimate, cancel, emitter) => result,
+        };
+        match result {
+            Ok(Some(turn)) => return Ok(Some(turn)),
+            Ok(None) => return Ok(None),
+            Err(TurnError { error, streamed }) => {
+                if !(error.is_transient() && streamed) || attempt >= TURN_RETRIES {
+                    return Err(error.into());
+                }
+                attempt += 1;
+                emitter.emit(Warning {
+                    code: "provider.stream_retried".into(),
+                    message: format!(
+                        "{error}; the model's turn is asked again (attempt {} of {}), so text \
+                         streamed since its start is repeated",
+                        attempt + 1,
+                        TURN_RETRIES + 1
+                    ),
+                    path: None,
+                    remediation: None,
+                });
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+        }
+    }
+}
+
+/// A failed turn: the error, and whether a stream had started (a failure before it was already
+/// retried by the client).
+struct TurnError {
+    error: ProviderError,
+    streamed: bool,
+}
+
+async fn turn(
+    provider: &dyn Provider,
+    request: ModelRequest,
+    prompt_estimate: u64,
+    cancel: &CancellationToken,
+    emitter: &mut Emitter<'_>,
+) -> Result<Option<Turn>, TurnError> {
+    let mut stream = provider.stream(request).await.map_err(|error| TurnError {
+        error,
+        streamed: false,
+    })?;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    let mut usage = None;
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(None),
+            item = stream.next() => item,
+        };
+        match item {
+            Some(Ok(StreamEvent::TextDelta(piece))) => {
+                emitter.emit(TextDelta {
+                    text: piece.clone(),
+                });
+                text.push_str(&piece);
+            }
+            Some(Ok(StreamEvent::ToolCall(call))) => calls.push(call),
+            Some(Ok(StreamEvent::Usage(u))) => usage = Some(u),
+            Some(Ok(StreamEvent::Finished(finish))) => {
+                let usage = usage.unwrap_or_else(|| Usage {
+                    input_tokens: prompt_estimate,
+                    output_tokens: estimate_tokens(&text)
+                        + calls
+                            .iter()
+                            .map(|c: &ToolCall| estimate_tokens(&c.arguments))
+                            .sum::<u64>(),
+                });
+                return Ok(Some(Turn {
+                    text,
+                    calls,
+                    usage,
+                    finish,
+                }));
+            }
+            Some(Err(error)) => {
+                return Err(TurnError {
+                    error,
+                    streamed: true,
+                });
+            }
+            None => {
+                return Err(TurnError {
+                    error: ProviderError::Interrupted {
+                        url: provider.id().to_owned(),
+                        detail: "the stream ended without a finish".into(),
+                    },
+                    streamed: true,
+                });
+            }
+        }
+    }
+}

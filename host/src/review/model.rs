@@ -1,0 +1,869 @@
+//! The `model` stage of the review pipeline (DESIGN §8; draft §8): the diff, split by file and
+//! hunk to fit the provider's context window, goes to a model with the selected rule sets'
+//! guidance, the policy's language and the repository tools; the model reports findings
+//! through the `report_finding` tool.
+//!
+//! - **Chunks.** Files are packed whole, in diff order, into chunks of at most the diff budget
+//!   (the context window minus the system prompt, the tool schemas, the answer and room for
+//!   tool results); a file too large for one chunk is split between hunks; a hunk too large
+//!   for an empty chunk is not sent, and says so in a `warning` `model.hunk_skipped` (never
+//!   silently dropped). Each chunk is one conversation ([`crate::conversation`]).
+//! - **Checked when reported.** A `report_finding` call is checked at once against its JSON
+//!   Schema ([`report_finding_schema`], with the `jsonschema` crate) and DESIGN §8: the cited
+//!   new-side lines must lie inside a hunk of that file (an end past the hunk is cut back to
+//!   it), and every evidence quote must occur, whitespace-collapsed, in the cited lines at the
+//!   head commit. What fails is dropped with a `warning` (`finding.invalid`,
+//!   `finding.outside_diff`, `finding.evidence_mismatch`) and the model is told why in the tool
+//!   result, so it can report again. The `validate` stage then applies `minConfidence` and
+//!   de-duplicates by fingerprint against the rule findings ([`super::run_with`]).
+//! - **Effort.** `quick` offers only `report_finding`; `balanced` and `thorough` also offer the
+//!   read-only repository tools (`run_check` never: it needs the daemon's config).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Emitter, fingerprint, new_id};
+use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost};
+use crate::error::GatewayError;
+use crate::protocol::{
+    Confidence, Effort, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
+    Warning,
+};
+use crate::providers::{Message, Provider, ToolCall, ToolResult, ToolSpec, estimate_tokens};
+use crate::repo::{ChangeKind, FileAt, FileDiff, Hunk, LineKind, Repository};
+use crate::rules::Selection;
+use crate::tools::{self, Registry, SideEffect, SymbolIndex, ToolContext};
+
+/// The tool the model reports findings with.
+pub const REPORT_FINDING: &str = "report_finding";
+/// Most characters of a tool answer sent back to the model (the rest is cut with a note).
+pub const TOOL_RESULT_CHARS: usize = 12_000;
+/// Most findings one run accepts from the model.
+pub const MAX_MODEL_FINDINGS: usize = 200;
+/// Most rules listed in the guidance of the system prompt.
+const GUIDANCE_RULES: usize = 80;
+
+/// What the model stage runs with ([`super::ReviewOptions::model`]).
+#[derive(Clone)]
+pub struct ModelReview {
+    /// The provider client.
+    pub provider: Arc<dyn Provider>,
+    /// The model name.
+    pub model: String,
+    /// BCP 47 tag for finding text (draft §8 `policy.language`); English when `None`.
+    pub language: Option<String>,
+    /// How much work to spend.
+    pub effort: Effort,
+    /// The run's budgets.
+    pub budget: Budget,
+    /// Runs the provider's async streams: the daemon's runtime, or one the CLI builds (a
+    /// multi-thread runtime: the stage blocks on it from a thread outside the runtime).
+    pub runtime: tokio::runtime::Handle,
+    /// The daemon's shared symbol index, if any.
+    pub symbols: Option<Arc<SymbolIndex>>,
+}
+
+impl std::fmt::Debug for ModelReview {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelReview")
+            .field("provider", &self.provider.id())
+            .field("model", &self.model)
+            .field("effort", &self.effort)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the model stage produced.
+#[derive(Debug, Default)]
+pub struct ModelOutcome {
+    /// Findings that passed the checks of the module docs, in report order (ids, fingerprints
+    /// and confidence floor are the `validate` stage's).
+    pub findings: Vec<ReviewFinding>,
+    /// Tool calls and tokens used.
+    pub spent: Spent,
+    /// The provider error that ended the stage early, if one did (the findings so far stand).
+    pub error: Option<GatewayError>,
+    /// Whether the run was cancelled during the stage.
+    pub cancelled: bool,
+}
+
+/// Run the model stage over `files` (the in-scope diff) of the repository at `repo_path` at
+/// commit `head`, with `selection`'s rules as guidance; `cancel` (the run's) drops a model
+/// stream at once. Never fails: a provider error ends the stage early and is in
+/// [`ModelOutcome::error`].
+pub fn run(
+    model: &ModelReview,
+    cancel: &CancellationToken,
+    repo_path: &std::path::Path,
+    head: gix::ObjectId,
+    files: &[&FileDiff],
+    selection: &Selection<'_>,
+    emitter: &mut Emitter<'_>,
+) -> ModelOutcome {
+    let mut outcome = ModelOutcome::default();
+    let offer_tools = model.effort != Effort::Quick;
+    let ctx = match ToolContext::open(repo_path, Some(&head.to_string())) {
+        Ok(ctx) => match &model.symbols {
+            Some(index) => ctx.with_symbol_index(index.clone()),
+            None => ctx,
+        },
+        Err(error) => {
+            outcome.error = Some(error);
+            return outcome;
+        }
+    };
+    let registry = Registry::builtin();
+    let mut host = ReviewTools {
+        ctx: &ctx,
+        registry: &registry,
+        offer_tools,
+        files: files.iter().map(|f| (f.path.clone(), *f)).collect(),
+        accepted: Vec::new(),
+    };
+    let system = system_prompt(model, selection, offer_tools);
+    let fixed = estimate_tokens(&system)
+        + host
+            .specs()
+            .iter()
+            .map(|t| estimate_tokens(&t.description) + estimate_tokens(&t.input_schema.to_string()))
+            .sum::<u64>();
+    let window = model.budget.max_context_tokens;
+    let answer = u64::from(model.provider.max_output_tokens()).min(window / 4);
+    // Room for tool results and the model's own turns.
+    let working = if offer_tools { window / 4 } else { window / 16 };
+    let diff_budget = window.saturating_sub(fixed + answer + working);
+    let (chunks, skipped) = chunk(files, diff_budget);
+    for hunk in &skipped {
+        emitter.emit(Warning {
+            code: "model.hunk_skipped".into(),
+            message: format!(
+                "{} lines {}–{} (~{} tokens) do not fit the model's context of {window} tokens, \
+                 so the model did not review them (the rules did)",
+                hunk.path, hunk.start, hunk.end, hunk.tokens
+            ),
+            path: Some(hunk.path.clone()),
+            remediation: Some(
+                "Raise the provider's context_window (and the model server's, e.g. Ollama's \
+                 num_ctx), or review that file with --paths."
+                    .into(),
+            ),
+        });
+    }
+    for (i, chunk) in chunks.iter().enumerate() {
+        if cancel.is_cancelled() {
+            outcome.cancelled = true;
+            break;
+        }
+        let mut conversation = Conversation {
+            provider: model.provider.as_ref(),
+            model: &model.model,
+            system: &system,
+            messages: vec![Message::user(chunk_prompt(chunk, i, chunks.len()))],
+        };
+        let ended = model.runtime.block_on(conversation::converse(
+            &mut conversation,
+            &mut host,
+            &model.budget,
+            &mut outcome.spent,
+            cancel,
+            emitter,
+        ));
+        match ended {
+            Ok(End::Done { .. }) => {}
+            Ok(End::Cancelled) => {
+                outcome.cancelled = true;
+                break;
+            }
+            Ok(End::BudgetExhausted(which)) => {
+                if which != "maxContextTokens" {
+                    let rest: Vec<&str> = chunks[i + 1..].iter().flat_map(|c| c.paths()).collect();
+                    if !rest.is_empty() {
+                        emitter.emit(Warning {
+                            code: "model.files_not_reviewed".into(),
+                            message: format!(
+                                "the model did not review {} (budget {which} used up): {}",
+                                plural(rest.len(), "file"),
+                                rest.join(", ")
+                            ),
+                            path: None,
+                            remediation: Some(
+                                "Raise the budget, or review those files on their own (--paths)."
+                                    .into(),
+                            ),
+                        });
+                    }
+                    break;
+                }
+            }
+            Err(error) => {
+                outcome.error = Some(error);
+                break;
+            }
+        }
+    }
+    outcome.findings = host.accepted;
+    outcome
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+// === Prompts ===
+
+fn system_prompt(model: &ModelReview, selection: &Selection<'_>, offer_tools: bool) -> String {
+    let mut s = String::from(
+        "You are a careful senior code reviewer. You review one part of a merge request's diff \
+         at a time. Report real problems in the code the merge request adds or changes: bugs, \
+         security issues, data loss, races, wrong error handling, performance traps, and \
+         maintainability problems a reviewer would block on. Do not report style nits or \
+         problems in unchanged code.\n\n\
+         Report every finding by calling the `report_finding` tool, one call per finding. Cite \
+         new-side line numbers exactly as the diff shows them (the number before `+` or ` `), \
+         and quote the cited code verbatim in `evidence`. A finding whose lines are not in the \
+         diff, or whose quote is not at those lines, is rejected and you are told why. When \
+         you have reported everything, answer with a one-paragraph summary and no tool call.\n",
+    );
+    if offer_tools {
+        s.push_str(
+            "\nYou may call the repository tools (file_read, code_search, symbol_search, \
+             file_search, git_history, file_read_diff) to read code outside the diff before \
+             you judge; they read the merge request's head commit. Use them sparingly: calls \
+             are budgeted.\n",
+        );
+    }
+    match model.effort {
+        Effort::Quick => s.push_str("\nEffort: quick — report only clear, high-impact problems.\n"),
+        Effort::Balanced => {}
+        Effort::Thorough => s.push_str(
+            "\nEffort: thorough — follow callers and callees of changed code before you judge.\n",
+        ),
+    }
+    if let Some(language) = &model.language {
+        s.push_str(&format!(
+            "\nWrite each finding's title and content in the language with BCP 47 tag `{language}`; keep code, identifiers and quotes as they are.\n"
+        ));
+    }
+    let rules: Vec<_> = selection.rules().collect();
+    if !rules.is_empty() {
+        s.push_str(
+            "\nThe team's review rules (rule id — what it catches). When a finding is what a rule \
+             describes, set its `ruleId`:\n",
+        );
+        for set in &selection.sets {
+            if !set.description.is_empty() {
+                s.push_str(&format!(
+                    "Rule set {}: {}\n",
+                    set.id,
+                    set.description.trim()
+                ));
+            }
+        }
+        for rule in rules.iter().take(GUIDANCE_RULES) {
+            s.push_str(&format!("- {} — {}\n", rule.id(), rule.title()));
+        }
+        if rules.len() > GUIDANCE_RULES {
+            s.push_str(&format!("(and {} more)\n", rules.len() - GUIDANCE_RULES));
+        }
+    }
+    s
+}
+
+/// One file's part of a chunk: whole, or a run of its hunks.
+#[derive(Debug, Clone)]
+struct FilePart<'a> {
+    file: &'a FileDiff,
+    hunks: Vec<&'a Hunk>,
+}
+
+/// Files (or parts) sent in one conversation.
+#[derive(Debug, Clone, Default)]
+struct Chunk<'a> {
+    parts: Vec<FilePart<'a>>,
+}
+
+impl Chunk<'_> {
+    fn paths(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().map(|p| p.file.path.as_str())
+    }
+}
+
+/// A hunk too large for any chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SkippedHunk {
+    path: String,
+    start: u32,
+    end: u32,
+    tokens: u64,
+}
+
+fn hunk_text(hunk: &Hunk) -> String {
+    let mut out = format!(
+        "@@ -{},{} +{},{} @@\n",
+        hunk.old_start, hunk.old_lines, hunk.new_start, hunk.new_lines
+    );
+    for line in &hunk.lines {
+        match (line.kind, line.new_line) {
+            (LineKind::Removed, _) | (_, None) => out.push_str(&format!("      - {}\n", line.text)),
+            (LineKind::Added, Some(n)) => out.push_str(&format!("{n:>5} + {}\n", line.text)),
+            (LineKind::Context, Some(n)) => out.push_str(&format!("{n:>5}   {}\n", line.text)),
+        }
+    }
+    out
+}
+
+fn file_header(file: &FileDiff) -> String {
+    let what = match (&file.kind, &file.old_path) {
+        (_, Some(old)) => format!("renamed from {old}"),
+        (ChangeKind::Added, None) => "new file".to_owned(),
+        _ => "modified".to_owned(),
+    };
+    format!("### {} ({what})\n", file.path)
+}
+
+/// Pack `files` into chunks of at most `budget` estimated tokens (see the module docs).
+fn chunk<'a>(files: &[&'a FileDiff], budget: u64) -> (Vec<Chunk<'a>>, Vec<SkippedHunk>) {
+    let mut chunks = Vec::new();
+    let mut skipped = Vec::new();
+    let mut current = Chunk::default();
+    let mut used = 0u64;
+    for file in files {
+        let header = estimate_tokens(&file_header(file));
+        let mut part = FilePart {
+            file,
+            hunks: Vec::new(),
+        };
+        for hunk in &file.hunks {
+            if !hunk.lines.iter().any(|l| l.kind == LineKind::Added) {
+                continue; // only removals: nothing on the new side to review
+            }
+            let tokens = estimate_tokens(&hunk_text(hunk));
+            let extra = tokens + if part.hunks.is_empty() { header } else { 0 };
+            if used + extra > budget {
+                // Close the current chunk (with this file's hunks so far) and start anew.
+                if !part.hunks.is_empty() {
+                    current.parts.push(part.clone());
+                    part.hunks.clear();
+                }
+                if !current.parts.is_empty() {
+                    chunks.push(std::mem::take(&mut current));
+                }
+                used = 0;
+                if header + tokens > budget {
+                    skipped.push(SkippedHunk {
+                        path: file.path.clone(),
+                        start: hunk.new_start,
+                        end: hunk.new_start + hunk.new_lines.saturating_sub(1),
+                        tokens: header + tokens,
+                    });
+                    continue;
+                }
+                used = header + tokens;
+                part.hunks.push(hunk);
+                continue;
+            }
+            used += extra;
+            part.hunks.push(hunk);
+        }
+        if !part.hunks.is_empty() {
+            current.parts.push(part);
+        }
+    }
+    if !current.parts.is_empty() {
+        chunks.push(current);
+    }
+    (chunks, skipped)
+}
+
+fn chunk_prompt(chunk: &Chunk<'_>, index: usize, total: usize) -> String {
+    let mut s = format!(
+        "Part {} of {total} of the merge request's diff. Each line is `NEW_LINE MARKER TEXT`: \
+         `+` added, ` ` unchanged context, `-` removed (removed lines have no new line \
+         number). Review it and report findings with `report_finding`.\n\n",
+        index + 1
+    );
+    for part in &chunk.parts {
+        s.push_str(&file_header(part.file));
+        for hunk in &part.hunks {
+            s.push_str(&hunk_text(hunk));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+// === Tools ===
+
+/// The JSON Schema of `report_finding`'s input: the draft §11 finding fields a model fills.
+pub fn report_finding_schema() -> Value {
+    let range = |what: &str| json!({"type": "integer", "minimum": 1, "description": format!("{what}, a new-side line number from the diff")});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["path", "startLine", "endLine", "category", "severity", "confidence", "title", "content"],
+        "properties": {
+            "path": {"type": "string", "minLength": 1, "description": "Repository-relative path of a file in the diff."},
+            "startLine": range("First line of the problem"),
+            "endLine": range("Last line of the problem (inclusive)"),
+            "category": {"type": "string", "enum": ["bug", "security", "performance", "reliability", "maintainability", "test", "docs"]},
+            "severity": {"type": "string", "enum": ["info", "low", "medium", "high", "critical"]},
+            "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
+            "title": {"type": "string", "minLength": 1, "maxLength": 200, "description": "One line, what is wrong."},
+            "content": {"type": "string", "minLength": 1, "maxLength": 8000, "description": "Why it is wrong and how to fix it (Markdown)."},
+            "evidence": {
+                "type": "array", "maxItems": 8,
+                "description": "Code that shows the problem, quoted verbatim; the cited lines themselves when omitted.",
+                "items": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["path", "startLine", "endLine", "quote"],
+                    "properties": {
+                        "path": {"type": "string", "minLength": 1},
+                        "startLine": {"type": "integer", "minimum": 1},
+                        "endLine": {"type": "integer", "minimum": 1},
+                        "quote": {"type": "string", "minLength": 1, "maxLength": 4000}
+                    }
+                }
+            },
+            "existingCode": {"type": "string", "maxLength": 8000, "description": "The code to replace (defaults to the cited lines)."},
+            "suggestionCode": {"type": "string", "maxLength": 8000, "description": "Replacement code for the cited lines, if the fix is mechanical."},
+            "ruleId": {"type": "string", "description": "The id of the team rule this finding is an instance of, if any."}
+        }
+    })
+}
+
+/// `report_finding`'s input, once it passed the schema.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Reported {
+    path: String,
+    start_line: u32,
+    end_line: u32,
+    category: String,
+    severity: Severity,
+    confidence: Confidence,
+    title: String,
+    content: String,
+    #[serde(default)]
+    evidence: Vec<Evidence>,
+    existing_code: Option<String>,
+    suggestion_code: Option<String>,
+    rule_id: Option<String>,
+}
+
+struct ReviewTools<'a> {
+    ctx: &'a ToolContext,
+    registry: &'a Registry,
+    offer_tools: bool,
+    files: HashMap<String, &'a FileDiff>,
+    accepted: Vec<ReviewFinding>,
+}
+
+impl ToolHost for ReviewTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = vec![ToolSpec {
+            name: REPORT_FINDING.into(),
+            description: "Report one review finding on lines of the diff. Call once per finding."
+                .into(),
+            input_schema: report_finding_schema(),
+        }];
+        if self.offer_tools {
+            specs.extend(
+                self.registry
+                    .tools()
+                    .filter(|t| t.side_effect() != SideEffect::Command)
+                    .map(|t| ToolSpec {
+                        name: t.name().into(),
+                        description: t.description().into(),
+                        input_schema: t.input_schema(),
+                    }),
+            );
+        }
+        specs
+    }
+
+    fn counts_against_budget(&self, name: &str) -> bool {
+        name != REPORT_FINDING
+    }
+
+    fn call(&mut self, call: &ToolCall, emitter: &mut Emitter<'_>) -> ToolResult {
+        if call.name != REPORT_FINDING {
+            let ctx = self.offer_tools.then_some(self.ctx);
+            return call_repository_tool(ctx, self.registry, call, emitter);
+        }
+        let (content, is_error) = match call.parsed_arguments() {
+            Err(why) => (format!("Not recorded: {why}. Send a JSON object."), true),
+            Ok(arguments) => match self.report(arguments, emitter) {
+                Ok(note) => (note, false),
+                Err(why) => (why, true),
+            },
+        };
+        ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error,
+        }
+    }
+}
+
+/// Answer a model's call of a read-only repository tool in `ctx` (`None`: no tools offered),
+/// emitting `tool.started` and `tool.completed` (redacted, draft §10); the model gets the
+/// whole answer cut to [`TOOL_RESULT_CHARS`], or the error with its remediation.
+pub fn call_repository_tool(
+    ctx: Option<&ToolContext>,
+    registry: &Registry,
+    call: &ToolCall,
+    emitter: &mut Emitter<'_>,
+) -> ToolResult {
+    let answer = |content: String, is_error: bool| ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+    };
+    let tool = match (ctx, registry.get(&call.name)) {
+        (Some(ctx), Ok(tool)) if tool.side_effect() != SideEffect::Command => (ctx, tool),
+        _ => return answer(format!("There is no tool `{}` here.", call.name), true),
+    };
+    let arguments = match call.parsed_arguments() {
+        Ok(arguments) => arguments,
+        Err(why) => return answer(format!("Not run: {why}. Send a JSON object."), true),
+    };
+    let (ctx, tool) = tool;
+    let invocation = tools::invoke(tool, ctx, &call.id, arguments);
+    emitter.emit(invocation.started);
+    emitter.emit(invocation.completed);
+    match invocation.result {
+        Ok(output) => answer(cut(&output.value.to_string(), TOOL_RESULT_CHARS), false),
+        Err(error) => answer(
+            format!("{}: {} ({})", error.code, error.message, error.remediation),
+            true,
+        ),
+    }
+}
+
+/// `text` cut to at most `max` characters, with a note when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!(
+            "{}…[cut: the answer was longer than {max} characters]",
+            &text[..end]
+        ),
+    }
+}
+
+impl ReviewTools<'_> {
+    /// Check a reported finding (module docs); `Ok(note for the model)` when accepted, else
+    /// `Err(why)` after a `warning`.
+    fn report(&mut self, arguments: Value, emitter: &mut Emitter<'_>) -> Result<String, String> {
+        let reject = |emitter: &mut Emitter<'_>, code: &str, path: Option<String>, why: String| {
+            emitter.emit(Warning {
+                code: code.into(),
+                message: format!("a model finding was dropped: {why}"),
+                path,
+                remediation: None,
+            });
+            format!("Rejected: {why}")
+        };
+        if self.accepted.len() >= MAX_MODEL_FINDINGS {
+            return Err(format!(
+                "Rejected: this review already has {MAX_MODEL_FINDINGS} model findings; report \
+                 only the most important ones."
+            ));
+        }
+        let schema = report_finding_schema();
+        let errors: Vec<String> = match jsonschema::validator_for(&schema) {
+            Ok(validator) => validator
+                .iter_errors(&arguments)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .take(5)
+                .collect(),
+            Err(e) => vec![format!("the schema does not compile: {e}")],
+        };
+        if !errors.is_empty() {
+            return Err(reject(
+                emitter,
+                "finding.invalid",
+                None,
+                format!(
+                    "the report does not match the schema: {}",
+                    errors.join("; ")
+                ),
+            ));
+        }
+        let reported: Reported = serde_json::from_value(arguments).map_err(|e| {
+            reject(
+                emitter,
+                "finding.invalid",
+                None,
+                format!("the report is not valid: {e}"),
+            )
+        })?;
+        let path = tools::path::normalize(&reported.path).unwrap_or_else(|_| reported.path.clone());
+        let Some(file) = self.files.get(&path).copied() else {
+            return Err(reject(
+                emitter,
+                "finding.outside_diff",
+                Some(path.clone()),
+                format!("`{path}` is not a file of this diff"),
+            ));
+        };
+        if reported.end_line < reported.start_line {
+            return Err(reject(
+                emitter,
+                "finding.invalid",
+                Some(path),
+                format!(
+                    "endLine {} is before startLine {}",
+                    reported.end_line, reported.start_line
+                ),
+            ));
+        }
+        // The cited range must start inside a hunk's new side; an end past it is cut back.
+        let hunk = file.hunks.iter().find(|h| {
+            h.new_lines > 0
+                && (h.new_start..h.new_start + h.new_lines).contains(&reported.start_line)
+        });
+        let Some(hunk) = hunk else {
+            return Err(reject(
+                emitter,
+                "finding.outside_diff",
+                Some(path.clone()),
+                format!(
+                    "{path}:{}-{} is not inside the diff; cite new-side line numbers shown in \
+                     the diff",
+                    reported.start_line, reported.end_line
+                ),
+            ));
+        };
+        let end_line = reported.end_line.min(hunk.new_start + hunk.new_lines - 1);
+        let cited = lines_of(&file.new_lines, reported.start_line, end_line).unwrap_or_default();
+        let mut evidence = reported.evidence;
+        if evidence.is_empty() {
+            evidence.push(Evidence {
+                path: path.clone(),
+                start_line: reported.start_line,
+                end_line,
+                quote: cited.join("\n"),
+            });
+        }
+        for item in &mut evidence {
+            item.path = tools::path::normalize(&item.path).unwrap_or_else(|_| item.path.clone());
+            if let Err(why) = self.check_evidence(item) {
+                return Err(reject(
+                    emitter,
+                    "finding.evidence_mismatch",
+                    Some(path),
+                    why,
+                ));
+            }
+        }
+        let existing = reported.existing_code.or_else(|| Some(cited.join("\n")));
+        let finding = ReviewFinding {
+            id: new_id("finding"),
+            fingerprint: String::new(),
+            path: path.clone(),
+            start_line: reported.start_line,
+            end_line,
+            side: Side::New,
+            category: reported.category,
+            severity: reported.severity,
+            confidence: reported.confidence,
+            title: reported.title.trim().to_owned(),
+            content: reported.content.trim().to_owned(),
+            evidence,
+            existing_code: existing,
+            suggestion_code: reported.suggestion_code,
+            rule_id: reported.rule_id,
+            source: FindingSource::Model,
+            status: FindingStatus::Draft,
+        };
+        let note = if end_line < reported.end_line {
+            format!("Recorded (endLine cut back to {end_line}, the end of the diff hunk).")
+        } else {
+            "Recorded.".to_owned()
+        };
+        self.accepted.push(finding);
+        Ok(note)
+    }
+
+    /// Whether `evidence` quotes lines that exist at the head commit, and its quote occurs in
+    /// them (whitespace-collapsed).
+    fn check_evidence(&self, evidence: &Evidence) -> Result<(), String> {
+        let at = format!(
+            "{}:{}-{}",
+            evidence.path, evidence.start_line, evidence.end_line
+        );
+        if evidence.end_line < evidence.start_line {
+            return Err(format!("evidence {at}: the end is before the start"));
+        }
+        let lines = match self.files.get(&evidence.path) {
+            Some(file) => file.new_lines.clone(),
+            None => self.head_lines(&evidence.path).ok_or_else(|| {
+                format!("evidence {at}: no such text file at the merge request's head")
+            })?,
+        };
+        let cited = lines_of(&lines, evidence.start_line, evidence.end_line)
+            .ok_or_else(|| format!("evidence {at}: the file has {} lines", lines.len()))?;
+        let haystack = fingerprint::normalize(&[&cited.join(" ")]);
+        let needle = fingerprint::normalize(&[&evidence.quote]);
+        if needle.is_empty() || !haystack.contains(&needle) {
+            return Err(format!(
+                "evidence {at}: the quote `{}` is not in those lines, which read `{}`",
+                cut(&evidence.quote, 200),
+                cut(&cited.join("\\n"), 400)
+            ));
+        }
+        Ok(())
+    }
+
+    fn head_lines(&self, path: &str) -> Option<Vec<String>> {
+        let tools::ToolRevision::Commit(revision) = self.ctx.default_revision() else {
+            return None;
+        };
+        let repo: &Repository = self.ctx.repo();
+        match repo.read_file_at(revision.id, path).ok()?? {
+            FileAt::Blob { data, .. } => {
+                let text = String::from_utf8(data).ok()?;
+                Some(text.lines().map(str::to_owned).collect())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Lines `start..=end` (1-based) of `lines`, or `None` when out of range.
+fn lines_of(lines: &[String], start: u32, end: u32) -> Option<Vec<&str>> {
+    let (start, end) = (start as usize, end as usize);
+    (start >= 1 && end <= lines.len() && start <= end)
+        .then(|| lines[start - 1..end].iter().map(String::as_str).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repo::DiffLine;
+
+    fn hunk(new_start: u32, added: &[&str]) -> Hunk {
+        Hunk {
+            old_start: new_start,
+            old_lines: 0,
+            new_start,
+            new_lines: added.len() as u32,
+            lines: added
+                .iter()
+                .enumerate()
+                .map(|(i, t)| DiffLine {
+                    kind: LineKind::Added,
+                    old_line: None,
+                    new_line: Some(new_start + i as u32),
+                    text: (*t).to_owned(),
+                    no_newline_at_eof: false,
+                    same_text_removed: false,
+                })
+                .collect(),
+        }
+    }
+
+    fn file(path: &str, hunks: Vec<Hunk>) -> FileDiff {
+        FileDiff {
+            path: path.into(),
+            old_path: None,
+            kind: ChangeKind::Modified,
+            hunks,
+            additions: 0,
+            deletions: 0,
+            new_lines: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn chunks_pack_files_split_hunks_and_skip_what_cannot_fit() {
+        let big: Vec<String> = (0..200)
+            .map(|i| format!("line number {i} of a long hunk"))
+            .collect();
+        let big: Vec<&str> = big.iter().map(String::as_str).collect();
+        let a = file("a.py", vec![hunk(1, &["x = 1"]), hunk(10, &["y = 2"])]);
+        let b = file("b.py", vec![hunk(1, &big)]);
+        let c = file("c.py", vec![hunk(5, &["z = 3"])]);
+        let files = [&a, &b, &c];
+        // Everything fits: one chunk, three files.
+        let (chunks, skipped) = chunk(&files, 1_000_000);
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(
+            chunks[0].paths().collect::<Vec<_>>(),
+            ["a.py", "b.py", "c.py"]
+        );
+        assert!(skipped.is_empty());
+        // A budget that fits a.py and c.py but not b.py's one hunk: b.py is skipped, listed.
+        let (chunks, skipped) = chunk(&files, 60);
+        let paths: Vec<Vec<&str>> = chunks.iter().map(|c| c.paths().collect()).collect();
+        assert_eq!(paths, [vec!["a.py"], vec!["c.py"]]);
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(
+            (skipped[0].path.as_str(), skipped[0].start, skipped[0].end),
+            ("b.py", 1, 200)
+        );
+        // A budget of one hunk each (the second's header has longer numbers): a.py is split
+        // between its hunks.
+        let one = estimate_tokens(&file_header(&a)) + estimate_tokens(&hunk_text(&a.hunks[1]));
+        let (chunks, _) = chunk(&[&a], one);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks[1].parts[0].hunks[0].new_start, 10);
+    }
+
+    #[test]
+    fn hunk_text_numbers_new_lines() {
+        let mut h = hunk(7, &["added"]);
+        h.lines.insert(
+            0,
+            DiffLine {
+                kind: LineKind::Removed,
+                old_line: Some(7),
+                new_line: None,
+                text: "gone".into(),
+                no_newline_at_eof: false,
+                same_text_removed: false,
+            },
+        );
+        assert_eq!(
+            hunk_text(&h),
+            "@@ -7,0 +7,1 @@\n      - gone\n    7 + added\n"
+        );
+    }
+
+    #[test]
+    fn report_schema_compiles_and_rejects_bad_reports() {
+        let schema = report_finding_schema();
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        let good = json!({"path": "a.py", "startLine": 2, "endLine": 2, "category": "security",
+            "severity": "high", "confidence": "high", "title": "t", "content": "c"});
+        assert!(validator.is_valid(&good));
+        let mut bad = good.clone();
+        bad["severity"] = json!("urgent");
+        assert!(!validator.is_valid(&bad));
+        let mut bad = good.clone();
+        bad["startLine"] = json!(0);
+        assert!(!validator.is_valid(&bad));
+        let mut bad = good;
+        bad["extra"] = json!(1);
+        assert!(!validator.is_valid(&bad));
+    }
+}
