@@ -86,6 +86,37 @@ export interface HelloFrame {
   extensionVersion?: string;
 }
 
+/** One entry of GET /v1/tools (host/src/protocol/capability.rs `ToolDescription`). */
+export interface ToolDescription {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  /** `none`, `read-cache` or `command`. */
+  sideEffect: string;
+  enabled: boolean;
+}
+
+/** Which mapped repository a direct tool call reads (README "Repository tools"). */
+export interface ToolTarget {
+  gitlabOrigin: string;
+  projectPath: string;
+  /** A revision or `WORKTREE` (default: the mapping's `defaultRef`). */
+  ref?: string;
+}
+
+/** The answer of POST /v1/tools/:name (host/src/protocol/capability.rs `ToolCallResult`). */
+export interface ToolCallResult {
+  callId: string;
+  tool: string;
+  ref: string;
+  /** The commit `ref` resolved to; absent for `WORKTREE`. */
+  commit?: string;
+  /** The tool's own JSON answer. */
+  output: unknown;
+  truncated: boolean;
+  durationMs: number;
+}
+
 export type TransportKind = "extension" | "websocket" | "sse";
 
 export interface ConnectOptions {
@@ -111,15 +142,24 @@ export declare class Gateway {
   readonly hello: HelloFrame | null;
   /** Why the transports tried before this one failed. */
   readonly failures: string[];
+  /** Any route of the HTTP API; resolves to the `data` of the common response object. */
+  request<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
   health(): Promise<{ service: string; [key: string]: unknown }>;
+  /** GET /v1/tools. */
+  tools(): Promise<ToolDescription[]>;
+  /** POST /v1/tools/:name on a mapped project. */
+  callTool(name: string, input: Record<string, unknown>, target: ToolTarget): Promise<ToolCallResult>;
   capabilities(): Promise<Record<string, unknown>>;
   getRun(runId: string): Promise<Record<string, unknown>>;
   cancel(runId: string, reason?: string): Promise<Record<string, unknown>>;
   resume(runId: string): Promise<Record<string, unknown>>;
   chat(request: Record<string, unknown>): Promise<Record<string, unknown>>;
-  /** Events of a run after `afterSeq`, until it ends. */
+  /** Events of a run after `afterSeq`, until it ends (or, for a run the daemon left
+   * `interrupted`, until its stored events are drained); followed again after a drop. */
   events(runId: string, afterSeq?: number): AsyncGenerator<AgentEvent, void>;
-  /** Starts a review; yields its events (unknown types skipped), resuming after a drop. */
+  /** Starts a review; yields its events once each, in seq order (unknown types skipped),
+   * following the run again from the last seq after a drop and resuming it if the daemon left
+   * it `interrupted`. */
   review(request: ReviewRequest): AsyncGenerator<AgentEvent, void>;
 }
 

@@ -60,13 +60,18 @@ class Queue {
   }
 }
 
-/** Frame-based transports (extension, WebSocket): multiplexes requests by id. */
+/** Frame-based transports (extension, WebSocket): multiplexes requests by id. With `reopen`
+ * (the WebSocket), a transport whose connection closed opens a new one before its next request;
+ * the extension needs none (its background reconnects the native port itself). */
 class FrameTransport {
   #nextId = 1;
   #pending = new Map(); // id -> { resolve, reject } or { queue }
-  constructor(kind, send) {
+  #reopening = null;
+  constructor(kind, send, reopen = null) {
     this.kind = kind;
     this.send = send;
+    this.reopen = reopen;
+    this.closed = false;
     this.hello = null;
   }
   onFrame(frame, origin) {
@@ -99,24 +104,33 @@ class FrameTransport {
       if (entry.queue) entry.queue.fail(error); else entry.reject(error);
     }
   }
-  /** Every open request fails (the connection is gone). */
-  failAll(error) {
+  /** The connection is gone: every open request fails with `error`. */
+  close(error) {
+    this.closed = true;
     for (const entry of this.#pending.values()) entry.queue ? entry.queue.fail(error) : entry.reject(error);
     this.#pending.clear();
   }
+  /** Resolves once there is a connection to send on (reopening a closed one if it can). */
+  #ready() {
+    if (!this.closed || !this.reopen) return Promise.resolve();
+    this.#reopening ??= this.reopen(this).then(() => { this.closed = false; }).finally(() => { this.#reopening = null; });
+    return this.#reopening;
+  }
   request(method, path, body) {
     const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
+    return this.#ready().then(() => new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       this.send({ type: "request", id, method, path, body });
-    });
+    }));
   }
   stream(method, path, body) {
     const id = this.#nextId++;
     const queue = new Queue();
     this.#pending.set(id, { queue });
-    this.send({ type: "request", id, method, path, body });
-    return { queue, stop: () => { if (this.#pending.delete(id)) { this.send({ type: "cancel", id }); queue.end(); } } };
+    this.#ready().then(
+      () => { if (this.#pending.has(id)) this.send({ type: "request", id, method, path, body }); },
+      (error) => { if (this.#pending.delete(id)) queue.fail(error); });
+    return { queue, stop: () => { if (this.#pending.delete(id)) { if (!this.closed) this.send({ type: "cancel", id }); queue.end(); } } };
   }
 }
 
@@ -141,20 +155,36 @@ async function connectExtension(timeoutMs, helloTimeoutMs) {
   return transport;
 }
 
-/** WebSocket `/v1/ws`, the token offered as a `bearer.<token>` subprotocol entry. */
-async function connectWebSocket(url, token, timeoutMs) {
+/** Opens `/v1/ws` (the token offered as a `bearer.<token>` subprotocol entry) and exchanges
+ * hellos; then hands every other frame to `onFrame` and calls `onClose` once when it closes. */
+function openWebSocket(url, token, timeoutMs, onFrame, onClose) {
   const protocols = ["review-agent-gateway.v1", ...(token ? [`bearer.${token}`] : [])];
   const socket = new WebSocket(url, protocols);
-  const transport = new FrameTransport("websocket", (frame) => socket.send(JSON.stringify(frame)));
-  socket.onmessage = (m) => { try { transport.onFrame(JSON.parse(m.data)); } catch { /* not JSON */ } };
-  const hello = await withTimeout(new Promise((resolve, reject) => {
-    transport.helloResolve = resolve;
-    socket.onopen = () => transport.send({ type: "hello", protocolVersions: PROTOCOL_VERSIONS });
+  return withTimeout(new Promise((resolve, reject) => {
+    socket.onopen = () => socket.send(JSON.stringify({ type: "hello", protocolVersions: PROTOCOL_VERSIONS }));
     socket.onerror = () => reject(unavailable(`WebSocket ${url} refused`));
     socket.onclose = () => reject(unavailable(`WebSocket ${url} closed`));
+    socket.onmessage = (m) => {
+      let frame;
+      try { frame = JSON.parse(m.data); } catch { return; } // not JSON
+      if (frame?.type !== "hello") { onFrame(frame); return; }
+      socket.onerror = null;
+      socket.onclose = () => onClose();
+      resolve({ socket, hello: frame });
+    };
   }), timeoutMs, `WebSocket ${url} did not answer`).catch((e) => { socket.close(); throw e; });
-  socket.onclose = () => transport.failAll(unavailable("the WebSocket closed"));
-  transport.hello = hello;
+}
+
+/** The WebSocket transport; after the socket closes (a daemon restart), the next request opens
+ * a new one. */
+async function connectWebSocket(url, token, timeoutMs) {
+  const transport = new FrameTransport("websocket", null, async (t) => {
+    const { socket, hello } = await openWebSocket(url, token, timeoutMs, (frame) => t.onFrame(frame),
+      () => t.close(unavailable("the WebSocket closed")));
+    t.send = (frame) => socket.send(JSON.stringify(frame));
+    t.hello = hello;
+  });
+  await transport.reopen(transport);
   return transport;
 }
 
@@ -227,6 +257,12 @@ function withTimeout(promise, ms, message) {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** How often #events follows a run again after drops with no event in between, and the pause
+ * before each attempt (doubling from 250 ms to 4 s: about 8 s in all, a daemon restart). */
+const MAX_FOLLOW_ATTEMPTS = 5;
+const followDelay = (attempt) => Math.min(250 * 2 ** (attempt - 1), 4000);
+const RUN_STATES_LIVE = new Set(["queued", "running"]);
+
 /** The gateway, over whichever transport connect() found. */
 export class Gateway {
   constructor(transport, failures = []) {
@@ -238,42 +274,72 @@ export class Gateway {
   get transportKind() { return this.transport.kind; }
   /** The hello frame (frame transports) or null (SSE). */
   get hello() { return this.transport.hello; }
-  health() { return this.transport.request("GET", "/v1/health"); }
-  capabilities() { return this.transport.request("GET", "/v1/capabilities"); }
-  getRun(runId) { return this.transport.request("GET", `/v1/runs/${encodeURIComponent(runId)}`); }
+  /** Any route of the HTTP API (e.g. `request("GET", "/v1/runs")`); resolves to the `data` of
+   * the common response object, rejects with a GatewayError. */
+  request(method, path, body) { return this.transport.request(method, path, body); }
+  health() { return this.request("GET", "/v1/health"); }
+  capabilities() { return this.request("GET", "/v1/capabilities"); }
+  /** GET /v1/tools: each repository tool with its input schema and whether it is enabled. */
+  tools() { return this.request("GET", "/v1/tools"); }
+  /** POST /v1/tools/:name on a mapped project: `target` is `{ gitlabOrigin, projectPath, ref? }`;
+   * resolves to `{ callId, tool, ref, commit, output, truncated, durationMs }`. */
+  callTool(name, input, target) {
+    return this.request("POST", `/v1/tools/${encodeURIComponent(name)}`, { ...target, input });
+  }
+  getRun(runId) { return this.request("GET", `/v1/runs/${encodeURIComponent(runId)}`); }
   cancel(runId, reason) {
-    return this.transport.request("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`, reason ? { reason } : {});
+    return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`, reason ? { reason } : {});
   }
-  resume(runId) { return this.transport.request("POST", `/v1/runs/${encodeURIComponent(runId)}/resume`, {}); }
-  chat(request) { return this.transport.request("POST", "/v1/chat", request); }
-  /** The events of a run after `afterSeq` (0: all), until the run ends. */
+  resume(runId) { return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/resume`, {}); }
+  chat(request) { return this.request("POST", "/v1/chat", request); }
+  /** The events of a run after `afterSeq` (0: all), until the run ends (or, if the daemon
+   * stopped while it ran, until its stored events are drained: the run is then `interrupted`). */
   events(runId, afterSeq = 0) {
-    return this.#events("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${afterSeq}`, undefined);
+    return this.#events("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${afterSeq}`, undefined, false);
   }
-  /** Starts a review (POST /v1/reviews) and yields its AgentEvents; after a retryable drop the
-   * stream is resumed from the last seq seen (at most 3 times in a row). */
-  review(request) { return this.#events("POST", "/v1/reviews", request); }
+  /** Starts a review (POST /v1/reviews) and yields its AgentEvents until the run ends. A stream
+   * that drops (retryable error) or ends early is followed again from the last seq seen
+   * (`/v1/runs/:runId/events?after=`); a run the daemon left `interrupted` (it stopped
+   * mid-review) is resumed first. Each event is yielded once, in seq order. */
+  review(request) { return this.#events("POST", "/v1/reviews", request, true); }
 
-  async *#events(method, path, body) {
+  async *#events(method, path, body, resumeInterrupted) {
     let runId = null;
     let lastSeq = 0;
-    let retries = 0;
+    let attempts = 0; // follow attempts since the last event
     let current = this.transport.stream(method, path, body);
     try {
       for (;;) {
         let result;
         try {
           result = await current.queue.next();
+          if (result.done && runId) {
+            // The stream ended before the run did: the daemon went away (and came back).
+            const { state } = await this.getRun(runId);
+            if (state === "interrupted" && !resumeInterrupted) return;
+            if (state === "interrupted") {
+              console.debug(`review-agent-gateway: run ${runId} was interrupted; resuming it`);
+              await this.resume(runId);
+            } else if (!RUN_STATES_LIVE.has(state) && attempts > 0) {
+              return; // ended, and its terminal event was not stored where we looked twice
+            }
+            throw unavailable(`the event stream of run ${runId} ended while the run was ${state}`);
+          }
         } catch (error) {
-          if (!(error instanceof GatewayError) || !error.retryable || !runId || retries >= 3) throw error;
-          retries++;
-          await new Promise((r) => setTimeout(r, 200 * retries));
-          current = this.transport.stream("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${lastSeq}`);
+          if (!(error instanceof GatewayError) || !error.retryable || attempts >= MAX_FOLLOW_ATTEMPTS) throw error;
+          attempts++;
+          console.debug(`review-agent-gateway: ${error.message}; following ${runId ? `run ${runId} after seq ${lastSeq}` : "the request again"} (attempt ${attempts})`);
+          await new Promise((r) => setTimeout(r, followDelay(attempts)));
+          // Before the first event the request itself is repeated (a review's requestId makes
+          // that idempotent); after it, the run's stored events are read from the cursor.
+          current = runId
+            ? this.transport.stream("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${lastSeq}`)
+            : this.transport.stream(method, path, body);
           continue;
         }
         if (result.done) return;
         const event = result.value;
-        retries = 0;
+        attempts = 0;
         if (typeof event?.seq === "number") {
           if (event.seq <= lastSeq) continue; // replayed after a resume
           lastSeq = event.seq;
