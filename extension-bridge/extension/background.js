@@ -135,6 +135,9 @@ function onNativeMessage(frame) {
     helloResolve?.(frame);
     return;
   }
+  // An id-less error before the hello is the host saying why it gives up (e.g. no daemon):
+  // that, not the browser's "Native host has exited.", is what the options page shows.
+  if (frame?.type === "error" && frame.id == null) helloResolve?.(frame);
   const route = open.get(frame?.id);
   if (!route) return; // an answer for nobody (page gone), or an id-less error
   if (frame.type === "response" || frame.type === "end" || frame.type === "error") open.delete(frame.id);

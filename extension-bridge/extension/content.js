@@ -5,7 +5,10 @@
 // the page cannot forge.
 (() => {
   const CHANNEL = "review-agent-gateway";
-  if (window.top !== window) return;
+  // Once per page: an origin added in the options page that the manifest also matches would
+  // otherwise run this twice (both share the extension's isolated world) and relay twice.
+  if (window.top !== window || globalThis.reviewAgentGatewayRelay) return;
+  globalThis.reviewAgentGatewayRelay = true;
   let port = null;
 
   function ensurePort() {
