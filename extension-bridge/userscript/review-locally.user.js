@@ -10,8 +10,21 @@
 //
 // The reference userscript of the Review Agent Gateway. Install the built copy
 // (`node build.mjs` in extension-bridge/ writes dist/review-locally.user.js, with the client
-// library client/index.js inlined where the marker below is). Self-hosted GitLab: add an
-// `// @match https://gitlab.example.com/*/-/merge_requests/*` line.
+// library client/index.js inlined where the marker below is).
+//
+// Self-hosted GitLab: the script runs only where an @match says. Either add your origin in the
+// userscript manager, which keeps it across updates of the script:
+//   - Tampermonkey: Dashboard → the script → Settings tab → Includes/Excludes → "User matches"
+//     → Add… → `https://gitlab.example.com/*/-/merge_requests/*` (keep "Original matches" on);
+//   - Violentmonkey: Dashboard → the script's Edit → Settings tab → Custom metadata →
+//     "@match rules" box → one line `https://gitlab.example.com/*/-/merge_requests/*` (keep
+//     "Keep original" ticked) → Save;
+// or add a line under the one for gitlab.com above (reinstalling the script drops it):
+//   // @match        https://gitlab.example.com/*/-/merge_requests/*
+// with your GitLab's scheme and host. (GitLab under a path prefix, e.g.
+// https://example.com/gitlab/, is not supported: the script reads the project from the path.)
+// The companion extension needs the same origin in its options page (or it falls back to
+// WebSocket / HTTP + SSE with a token, below).
 //
 // Transport: the companion extension when installed (no token needed), else the daemon's
 // WebSocket, else HTTP + SSE on 127.0.0.1:4317; those two need the gateway token
@@ -23,8 +36,13 @@
 // - project path and MR iid: the URL, `/<project path>/-/merge_requests/<iid>`;
 // - diff refs: GitLab's documented REST API, GET /api/v4/projects/:id/merge_requests/:iid
 //   (`diff_refs.base_sha/start_sha/head_sha`), same origin, so the GitLab session is used;
-// - diff lines: each file is a `.diff-file[data-path]` and each line row has
-//   `td.old_line` / `td.new_line` cells whose `data-linenumber` is the line number.
+// - diff lines: each file is a `.diff-file[data-path]` (its new path). In GitLab's Vue diffs
+//   (app/assets/javascripts/diffs/components/diff_row.vue) each row is a `.line_holder` whose
+//   sides carry GitLab's interoperability attributes (diffs/utils/interoperability.js):
+//   `data-interop-new-line` / `data-interop-old-line` are the line's number on that side, set
+//   only when the line has one (`data-interop-line` follows the row's type, so it is not used).
+//   Classic (HAML) diffs have `td.new_line` / `td.old_line` cells with `data-linenumber`.
+//   A line not on the page (collapsed, or GitLab's newer Rapid Diffs markup) goes in the panel.
 (() => {
   "use strict";
 
@@ -70,12 +88,16 @@
     box.dataset.line = finding.startLine;
     box.style.cssText = "border-left:4px solid #c0392b;background:#fdecea;padding:.3em .6em;margin:.2em 0;font:13px sans-serif";
     const file = [...document.querySelectorAll(".diff-file[data-path]")].find((f) => f.dataset.path === finding.path);
-    const column = finding.side === "old" ? "old_line" : "new_line";
-    const cell = file?.querySelector(`td.${column}[data-linenumber="${finding.startLine}"]`);
-    const row = cell?.closest("tr");
-    if (row) {
+    const side = finding.side === "old" ? "old" : "new";
+    const line = Number(finding.startLine);
+    const cell = file?.querySelector(`[data-interop-${side}-line="${line}"]`) // Vue diffs
+      ?? file?.querySelector(`td.${side}_line[data-linenumber="${line}"]`); // classic diffs
+    const row = cell?.closest("tr, .line_holder");
+    if (row?.tagName === "TR") {
       const td = el("td", { colSpan: row.cells.length }, box);
       row.after(el("tr", { className: "review-locally-row" }, td));
+    } else if (row) {
+      row.after(el("div", { className: "review-locally-row" }, box));
     } else {
       box.prepend(`${finding.path}:${finding.startLine} `);
       panel.append(box);
