@@ -1,6 +1,8 @@
 //! Helpers shared by the test binaries that spawn the real program (`mod common;`).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod fake_provider;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command};
