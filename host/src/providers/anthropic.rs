@@ -90,7 +90,12 @@ impl Provider for Anthropic {
             let url = self.url("/messages");
             let body = request_body(&request);
             let response = self.settings.post(&url, self.headers(), &body).await?;
-            Ok(decode_sse(url, response, Decoder::default()))
+            Ok(decode_sse(
+                url,
+                self.settings.timeout,
+                response,
+                Decoder::default(),
+            ))
         }
         .boxed()
     }

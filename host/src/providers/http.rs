@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
-use eventsource_stream::{Event, Eventsource};
+use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 
@@ -97,28 +97,28 @@ impl Settings {
                 .headers(headers.clone())
                 .json(body)
                 .send();
-            let error = match tokio::time::timeout(self.timeout, send).await {
-                Err(_) => ProviderError::Timeout {
-                    url: url.to_owned(),
-                    seconds: self.timeout.as_secs(),
-                },
-                Ok(Err(e)) => ProviderError::Unreachable {
-                    url: url.to_owned(),
-                    detail: error_chain(&e),
-                },
+            let (error, retry_after) = match tokio::time::timeout(self.timeout, send).await {
+                // reqwest's own read timeout may fire first: the same timeout.
+                Err(_) => (self.timeout_error(url), None),
+                Ok(Err(e)) if e.is_timeout() => (self.timeout_error(url), None),
+                Ok(Err(e)) => (
+                    ProviderError::Unreachable {
+                        url: url.to_owned(),
+                        detail: error_chain(&e),
+                    },
+                    None,
+                ),
                 Ok(Ok(response)) if response.status().is_success() => return Ok(response),
-                Ok(Ok(response)) => status_error(url, response).await,
+                // Retry-After applies to a 503 as much as to a 429 (RFC 9110 §10.2.3).
+                Ok(Ok(response)) => {
+                    let retry_after = retry_after(response.headers());
+                    (status_error(url, response).await, retry_after)
+                }
             };
-            let wait = match &error {
-                ProviderError::RateLimited {
-                    retry_after: Some(wait),
-                    ..
-                } if *wait > MAX_RETRY_AFTER => return Err(error),
-                ProviderError::RateLimited {
-                    retry_after: Some(wait),
-                    ..
-                } => *wait,
-                _ => BACKOFF_START * 2u32.saturating_pow(attempt),
+            let wait = match retry_after {
+                Some(wait) if wait > MAX_RETRY_AFTER => return Err(error),
+                Some(wait) => wait,
+                None => BACKOFF_START * 2u32.saturating_pow(attempt),
             };
             if !error.is_transient() || attempt >= self.max_retries {
                 return Err(error);
@@ -132,6 +132,13 @@ impl Settings {
                 "retrying the model request"
             );
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    fn timeout_error(&self, url: &str) -> ProviderError {
+        ProviderError::Timeout {
+            url: url.to_owned(),
+            seconds: self.timeout.as_secs(),
         }
     }
 
@@ -156,11 +163,7 @@ impl Settings {
 /// The error of a non-success response (its body read, cut to [`ERROR_BODY_CHARS`]).
 async fn status_error(url: &str, response: reqwest::Response) -> ProviderError {
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after);
+    let retry_after = retry_after(response.headers());
     let body = response.text().await.unwrap_or_default();
     let body: String = body.trim().chars().take(ERROR_BODY_CHARS).collect();
     let url = url.to_owned();
@@ -173,6 +176,14 @@ async fn status_error(url: &str, response: reqwest::Response) -> ProviderError {
         401 | 403 => ProviderError::Unauthorized { url, status, body },
         _ => ProviderError::Status { url, status, body },
     }
+}
+
+/// The `Retry-After` header of a response, if it has a readable one.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
 }
 
 /// A `Retry-After` value: delay-seconds or an HTTP date (RFC 9110 §10.2.3).
@@ -217,24 +228,38 @@ pub(super) enum DecodeError {
 
 /// The body of `response` as an [`EventStream`]: SSE parsed by `eventsource-stream`, decoded by
 /// `decoder`. A body that breaks, or ends before the answer is complete, yields one
-/// [`ProviderError::Interrupted`]; a decoder error yields [`ProviderError::Protocol`] or
-/// [`ProviderError::Interrupted`]. Nothing follows an error item.
+/// [`ProviderError::Interrupted`]; one whose next piece does not come within `timeout` (the
+/// client's read timeout) one [`ProviderError::Timeout`]; a decoder error yields
+/// [`ProviderError::Protocol`] or [`ProviderError::Interrupted`]. Nothing follows an error item.
 pub(super) fn decode_sse<D: SseDecoder>(
     url: String,
+    timeout: Duration,
     response: reqwest::Response,
     decoder: D,
 ) -> EventStream {
     struct State<D> {
-        body: futures_util::stream::BoxStream<'static, Result<Event, String>>,
+        body: futures_util::stream::BoxStream<'static, Result<Event, ProviderError>>,
         decoder: D,
         queue: VecDeque<Result<StreamEvent, ProviderError>>,
         url: String,
         done: bool,
     }
+    let body_url = url.clone();
     let body = response
         .bytes_stream()
         .eventsource()
-        .map(|item| item.map_err(|e| error_chain(&e)))
+        .map(move |item| {
+            item.map_err(|e| match &e {
+                EventStreamError::Transport(t) if t.is_timeout() => ProviderError::Timeout {
+                    url: body_url.clone(),
+                    seconds: timeout.as_secs(),
+                },
+                _ => ProviderError::Interrupted {
+                    url: body_url.clone(),
+                    detail: error_chain(&e),
+                },
+            })
+        })
         .boxed();
     let state = State {
         body,
@@ -267,11 +292,9 @@ pub(super) fn decode_sse<D: SseDecoder>(
                         }));
                     }
                 },
-                Some(Err(detail)) => {
+                Some(Err(error)) => {
                     state.done = true;
-                    state
-                        .queue
-                        .push_back(Err(ProviderError::Interrupted { url, detail }));
+                    state.queue.push_back(Err(error));
                 }
                 None => {
                     state.done = true;

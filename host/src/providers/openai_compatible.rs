@@ -78,7 +78,12 @@ impl Provider for OpenAiCompatible {
             let url = format!("{}/chat/completions", self.settings.base_url);
             let body = request_body(&request);
             let response = self.settings.post(&url, self.headers(), &body).await?;
-            Ok(decode_sse(url, response, Decoder::default()))
+            Ok(decode_sse(
+                url,
+                self.settings.timeout,
+                response,
+                Decoder::default(),
+            ))
         }
         .boxed()
     }
