@@ -1,16 +1,28 @@
-// Type definitions of client/index.js, written against host/src/protocol/{frame,event,finding}.rs.
+// Type definitions of client/index.js. The protocol types below mirror the Rust types of
+// host/src/protocol/ (envelope, event, finding, frame, capability, request) and the run view of
+// host/src/engine.rs, as serde writes them: an `Option` skipped when `None` is an optional
+// property (`?:`, never `null`), one written as `null` is `T | null`. host/tests/client_types.rs
+// checks that: it type-checks real and constructed values serialized by those Rust types against
+// this file with `tsc --strict --exactOptionalPropertyTypes`, and compares every closed union
+// here with the Rust enum's variants.
 
 export declare const PROTOCOL_VERSIONS: string[];
 export declare const DEFAULT_PORT: 4317;
 export declare const EVENT_TYPES: Set<AgentEventType>;
 
-/** The common error object (draft §4). */
+/** The common error object (draft §4; `ErrorObject`). */
 export interface ErrorObject {
+  /** Dotted code, e.g. `repository.not_mapped`; accept codes you do not know. */
   code: string;
   message: string;
   retryable: boolean;
   remediation: string;
 }
+
+/** The common response object (draft §4; `ApiResponse`): what every route answers. */
+export type ApiResponse<T> =
+  | { ok: true; requestId?: string; data: T }
+  | { ok: false; requestId?: string; error: ErrorObject };
 
 export declare class GatewayError extends Error {
   constructor(error: Partial<ErrorObject> | undefined, status?: number);
@@ -21,67 +33,330 @@ export declare class GatewayError extends Error {
   status: number | null;
 }
 
+// === Findings (draft §11; finding.rs) ===
+
+export type Severity = "info" | "low" | "medium" | "high" | "critical";
+export type Confidence = "low" | "medium" | "high";
+export type Side = "new" | "old";
+export type FindingSource = "rule" | "model";
+export type FindingStatus = "draft";
+
+/** A quote of code that supports a finding; lines 1-based, inclusive. */
+export interface Evidence {
+  path: string;
+  startLine: number;
+  endLine: number;
+  quote: string;
+}
+
+export interface ReviewFinding {
+  /** `finding_<ULID>`, new each run. */
+  id: string;
+  /** `sha256:<hex>`, stable across runs and rebases (DESIGN §5). */
+  fingerprint: string;
+  path: string;
+  startLine: number;
+  endLine: number;
+  side: Side;
+  category: string;
+  severity: Severity;
+  confidence: Confidence;
+  title: string;
+  /** Markdown. */
+  content: string;
+  evidence: Evidence[];
+  existingCode?: string;
+  suggestionCode?: string;
+  ruleId?: string;
+  source: FindingSource;
+  status: FindingStatus;
+}
+
+// === AgentEvents (DESIGN §5; event.rs) ===
+
 export type AgentEventType =
   | "run.created" | "stage.changed" | "context.added" | "tool.started" | "tool.completed"
   | "text.delta" | "finding.created" | "warning" | "run.completed" | "run.failed" | "run.cancelled";
 
-/** Envelope of every AgentEvent (DESIGN §5); the type's own fields are flattened in. */
-export interface AgentEvent {
-  type: AgentEventType;
+/** Envelope of every AgentEvent; the type's own fields are flattened in. */
+interface EventEnvelope<T extends AgentEventType> {
+  type: T;
   runId: string;
   /** Per-run, gap-free, from 1: the resume cursor. */
   seq: number;
   /** RFC 3339 UTC. */
   at: string;
-  [field: string]: unknown;
 }
 
-export interface ReviewFinding {
+export type RunKind = "review" | "chat";
+/** Pipeline stages (DESIGN §8), in order. */
+export type Stage = "queued" | "resolve" | "diff" | "rules" | "model" | "validate" | "done";
+export type RunState = "queued" | "running" | "completed" | "failed" | "cancelled" | "interrupted";
+
+export interface RunCreatedEvent extends EventEnvelope<"run.created"> {
+  requestId?: string;
+  kind?: RunKind;
+  /** The run replays cached findings. */
+  fromCache?: boolean;
+}
+
+export interface StageChangedEvent extends EventEnvelope<"stage.changed"> {
+  stage: Stage;
+  message?: string;
+}
+
+export interface RuleSetSummary {
   id: string;
-  fingerprint: string;
-  path: string;
-  startLine: number;
-  endLine: number;
-  side: "old" | "new";
-  category: string;
-  severity: string;
-  confidence: string;
-  title: string;
-  content: string;
-  evidence: { path: string; startLine: number; endLine: number; quote: string }[];
-  existingCode?: string | null;
-  suggestionCode?: string | null;
-  ruleId?: string | null;
-  source: unknown;
-  status: string;
+  version: string;
+  /** `builtin`, `user`, `repository`, … */
+  origin: string;
+  rules: number;
 }
 
-export interface FindingCreatedEvent extends AgentEvent {
-  type: "finding.created";
+/** What a run works with, tagged by `kind`. */
+export type ContextItem =
+  | { kind: "revisions"; baseSha: string; headSha: string; baseRef?: string; headRef?: string }
+  | { kind: "diff"; files: number; additions: number; deletions: number }
+  | { kind: "ruleSets"; ruleSetVersion: string; ruleSets: RuleSetSummary[] }
+  | { kind: "file"; path: string; startLine?: number; endLine?: number };
+
+export interface ContextAddedEvent extends EventEnvelope<"context.added"> {
+  context: ContextItem;
+}
+
+export interface ToolStartedEvent extends EventEnvelope<"tool.started"> {
+  callId: string;
+  tool: string;
+  /** Redacted input summary (paths, line ranges, query summaries). */
+  input: unknown;
+}
+
+export interface ToolCompletedEvent extends EventEnvelope<"tool.completed"> {
+  callId: string;
+  tool: string;
+  ok: boolean;
+  /** Redacted, at most 2000 characters. */
+  outputPreview?: string;
+  truncated?: boolean;
+  durationMs?: number;
+  error?: ErrorObject;
+}
+
+export interface TextDeltaEvent extends EventEnvelope<"text.delta"> {
+  text: string;
+}
+
+export interface FindingCreatedEvent extends EventEnvelope<"finding.created"> {
   finding: ReviewFinding;
 }
 
-/** POST /v1/reviews body (draft §6). */
+export interface WarningEvent extends EventEnvelope<"warning"> {
+  code: string;
+  message: string;
+  path?: string;
+  remediation?: string;
+}
+
+export interface SkippedFile {
+  path: string;
+  /** `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`, `out_of_scope`, … */
+  reason: string;
+  detail?: string;
+}
+
+export interface RunCompletedEvent extends EventEnvelope<"run.completed"> {
+  /** Model token usage; absent for rule-only runs. */
+  usage?: { inputTokens: number; outputTokens: number };
+  findingCount?: number;
+  reviewedFiles?: string[];
+  skippedFiles?: SkippedFile[];
+  ruleSetVersion?: string;
+  fromCache?: boolean;
+  durationMs?: number;
+}
+
+export interface RunFailedEvent extends EventEnvelope<"run.failed"> {
+  error: ErrorObject;
+}
+
+export interface RunCancelledEvent extends EventEnvelope<"run.cancelled"> {
+  /** The cancel request's `reason`. */
+  reason?: string;
+}
+
+/** One event of a run; narrow on `type`. Events of other types are skipped by the client. */
+export type AgentEvent =
+  | RunCreatedEvent | StageChangedEvent | ContextAddedEvent | ToolStartedEvent
+  | ToolCompletedEvent | TextDeltaEvent | FindingCreatedEvent | WarningEvent
+  | RunCompletedEvent | RunFailedEvent | RunCancelledEvent;
+
+// === Requests (draft §7, §8; request.rs) ===
+
+export type ReviewMode = "merge-request";
+export type Effort = "quick" | "balanced" | "thorough";
+
+/** POST /v1/reviews body (draft §8). */
 export interface ReviewRequest {
+  /** Idempotency key (draft §12). */
   requestId: string;
-  mode: "merge-request" | string;
+  mode: ReviewMode;
+  providerId?: string;
+  model?: string;
   target: {
     gitlabOrigin: string;
     projectPath: string;
     mergeRequestIid: number;
     diffRefs: { baseSha: string; startSha: string; headSha: string };
   };
-  scope?: { filePaths: string[] | null; selection: unknown | null };
-  policy?: { minConfidence?: "low" | "medium" | "high"; [key: string]: unknown };
-  [key: string]: unknown;
+  /** Everything in the diff when absent. */
+  scope?: {
+    filePaths?: string[] | null;
+    selection?: { filePath: string; startLine: number; endLine: number } | null;
+  };
+  policy?: {
+    effort?: Effort;
+    /** BCP 47, e.g. `zh-CN`. */
+    language?: string;
+    ruleSetIds?: string[];
+    minConfidence?: Confidence;
+    maxToolCalls?: number;
+    maxOutputTokens?: number;
+    /** Prompt + answer tokens of one model request (this gateway's addition). */
+    maxContextTokens?: number;
+  };
 }
 
-/** The gateway's hello frame (DESIGN §4); `origin` is the page origin stamped by the extension. */
-export interface HelloFrame {
+export type ChatRole = "system" | "user" | "assistant";
+
+/** POST /v1/chat body (draft §7). */
+export interface ChatRequest {
+  requestId: string;
+  providerId?: string;
+  model?: string;
+  messages: { role: ChatRole; content: string }[];
+  context?: {
+    kind: "selection";
+    gitlabOrigin: string;
+    projectPath: string;
+    mergeRequestIid?: number;
+    filePath: string;
+    startLine: number;
+    endLine: number;
+    text: string;
+    /** The commit the page shows (`diff_refs.head_sha`); the tools read there. */
+    headSha?: string;
+  };
+  toolsEnabled?: boolean;
+}
+
+// === Route data (draft §5, §9; capability.rs, engine.rs) ===
+
+export type ProviderStatus = "ready" | "unavailable" | "not_configured";
+
+/** GET /v1/health data. */
+export interface Health {
+  service: string;
+  protocolVersion: string;
+  gatewayVersion: string;
+  uptimeSeconds: number;
+  providers: { id: string; kind: string; status: ProviderStatus }[];
+}
+
+/** GET /v1/capabilities data (also the gateway hello's `capabilities`). */
+export interface Capabilities {
+  runtime: string[];
+  tools: string[];
+  providers: string[];
+  rules: { custom: boolean; versioning: boolean };
+  commands: { enabled: boolean };
+  limits: { maxContextTokens: number; maxConcurrentReviews: number; maxToolCallsPerRun: number };
+}
+
+/** GET /v1/runs/:runId data (and the answer of cancel and resume). */
+export interface RunView {
+  runId: string;
+  requestId: string | null;
+  kind: RunKind;
+  state: RunState;
+  stage: Stage | null;
+  completedStages: Stage[];
+  /** Every finding emitted so far, in order. */
+  findings: ReviewFinding[];
+  budget: { toolCalls: number; outputTokens: number };
+  error: ErrorObject | null;
+  /** The cursor to resume the event stream from. */
+  lastSeq: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+// === Frames (DESIGN §4; frame.rs) ===
+
+/** A client-chosen request id, echoed as given. */
+export type FrameId = string | number;
+
+export interface ClientHelloFrame {
+  type: "hello";
+  protocolVersions: string[];
+}
+export interface RequestFrame {
+  type: "request";
+  id: FrameId;
+  method: string;
+  /** The route, e.g. `/v1/reviews`; a query string may follow. */
+  path: string;
+  body?: unknown;
+}
+export interface CancelFrame {
+  type: "cancel";
+  id: FrameId;
+}
+/** Frames a client sends. */
+export type ClientFrame = ClientHelloFrame | RequestFrame | CancelFrame;
+
+export interface GatewayHelloFrame {
   type: "hello";
   protocolVersion: string;
   gatewayVersion: string;
-  capabilities: Record<string, unknown>;
+  capabilities: Capabilities;
+}
+export interface ResponseFrame<T = unknown> {
+  type: "response";
+  id: FrameId;
+  /** The HTTP status. */
+  status: number;
+  body: ApiResponse<T>;
+}
+export interface EventFrame {
+  type: "event";
+  id: FrameId;
+  event: AgentEvent;
+}
+export interface EndFrame {
+  type: "end";
+  id: FrameId;
+}
+export interface ErrorFrame {
+  type: "error";
+  id: FrameId | null;
+  error: ErrorObject;
+}
+/** A piece of a frame over the native host's 1 MiB cap; the `data` of a frame's chunks, in
+ * order, is its JSON text. */
+export interface ChunkFrame {
+  type: "chunk";
+  id: FrameId | null;
+  index: number;
+  final: boolean;
+  data: string;
+}
+/** Frames the gateway sends. */
+export type GatewayFrame = GatewayHelloFrame | ResponseFrame | EventFrame | EndFrame | ErrorFrame | ChunkFrame;
+export type Frame = ClientFrame | GatewayFrame;
+
+/** The gateway's hello as `Gateway.hello` gives it; through the extension, `origin` is the page
+ * origin the browser reported and `extensionVersion` the extension's. */
+export interface HelloFrame extends GatewayHelloFrame {
   origin?: string;
   extensionVersion?: string;
 }
@@ -144,16 +419,17 @@ export declare class Gateway {
   readonly failures: string[];
   /** Any route of the HTTP API; resolves to the `data` of the common response object. */
   request<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
-  health(): Promise<{ service: string; [key: string]: unknown }>;
+  health(): Promise<Health>;
   /** GET /v1/tools. */
   tools(): Promise<ToolDescription[]>;
   /** POST /v1/tools/:name on a mapped project. */
   callTool(name: string, input: Record<string, unknown>, target: ToolTarget): Promise<ToolCallResult>;
-  capabilities(): Promise<Record<string, unknown>>;
-  getRun(runId: string): Promise<Record<string, unknown>>;
-  cancel(runId: string, reason?: string): Promise<Record<string, unknown>>;
-  resume(runId: string): Promise<Record<string, unknown>>;
-  chat(request: Record<string, unknown>): Promise<Record<string, unknown>>;
+  capabilities(): Promise<Capabilities>;
+  getRun(runId: string): Promise<RunView>;
+  cancel(runId: string, reason?: string): Promise<RunView>;
+  resume(runId: string): Promise<RunView>;
+  /** Starts a chat; yields its events (`text.delta`, tool events, then a terminal one). */
+  chat(request: ChatRequest): AsyncGenerator<AgentEvent, void>;
   /** Events of a run after `afterSeq`, until it ends (or, for a run the daemon left
    * `interrupted`, until its stored events are drained); followed again after a drop. */
   events(runId: string, afterSeq?: number): AsyncGenerator<AgentEvent, void>;

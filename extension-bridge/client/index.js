@@ -291,7 +291,9 @@ export class Gateway {
     return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/cancel`, reason ? { reason } : {});
   }
   resume(runId) { return this.request("POST", `/v1/runs/${encodeURIComponent(runId)}/resume`, {}); }
-  chat(request) { return this.request("POST", "/v1/chat", request); }
+  /** Starts a chat (POST /v1/chat, an event stream like a review's: `text.delta`s, tool events,
+   * then `run.completed`) and yields its AgentEvents, followed again after a drop. */
+  chat(request) { return this.#events("POST", "/v1/chat", request, false); }
   /** The events of a run after `afterSeq` (0: all), until the run ends (or, if the daemon
    * stopped while it ran, until its stored events are drained: the run is then `interrupted`). */
   events(runId, afterSeq = 0) {
