@@ -9,9 +9,9 @@
 //! with empty `choices` carries `usage`; `data: [DONE]` ends the body.
 //!
 //! Tolerances for the servers that imitate it: a fragment without `index` is keyed by its
-//! position; a call without `id` gets `call_<index>`; tool calls with `finish_reason: "stop"`
-//! (older Ollama) count as a tool-use stop; a body that ends after `finish_reason` without
-//! `[DONE]` is complete. `reasoning_content` deltas (thinking models) are not shown.
+//! position; a call without `id` gets `call_<index>`; a name sent whole again in every fragment
+//! is kept once; tool calls with `finish_reason: "stop"` (older Ollama) count as a tool-use
+//! stop; a body that ends after `finish_reason` without `[DONE]` is complete. `reasoning_content` deltas (thinking models) are not shown.
 
 use std::collections::BTreeMap;
 
@@ -252,7 +252,12 @@ impl SseDecoder for Decoder {
                         call.id.get_or_insert_with(|| id.to_owned());
                     }
                     let function = &fragment["function"];
-                    if let Some(name) = function["name"].as_str() {
+                    // Names come whole in the first fragment (OpenAI), in pieces (some
+                    // servers), or whole again in every fragment (others): a piece equal to
+                    // the name so far is a repeat.
+                    if let Some(name) = function["name"].as_str()
+                        && name != call.name
+                    {
                         call.name.push_str(name);
                     }
                     match &function["arguments"] {
