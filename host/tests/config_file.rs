@@ -274,6 +274,13 @@ fn bad_mappings_and_providers() {
         2,
         "builtin",
     );
+    // The id names the key file `<config dir>/keys/<id>`: `..` would name the config dir.
+    check_invalid(
+        "[[providers]]\nid = \"..\"\nkind = \"anthropic\"\nbase_url = \"https://a\"\n",
+        Some("providers[0].id"),
+        2,
+        "may not start with `.`",
+    );
     check_invalid(
         "[[providers]]\nid = \"p\"\nkind = \"anthropic\"\nbase_url = \"api.anthropic.com\"\n",
         Some("providers[0].base_url"),

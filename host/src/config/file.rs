@@ -106,7 +106,8 @@ fn default_ref() -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    /// The `providerId` requests use, e.g. `local-openai`. Letters, digits, `.`, `_`, `-`.
+    /// The `providerId` requests use, e.g. `local-openai`. Letters, digits, `.`, `_`, `-`;
+    /// not starting with `.` (it names the key file `<config dir>/keys/<id>`).
     pub id: String,
     /// The implementation.
     pub kind: ProviderKind,
@@ -628,6 +629,12 @@ fn check_provider_id(id: &str) -> Result<(), String> {
     }
     if id == "builtin" {
         return Err("`builtin` is the embedded rules-only provider; choose another id".into());
+    }
+    if id.starts_with('.') {
+        // The id names its key file `<config dir>/keys/<id>` (`.` and `..` would leave it).
+        return Err(format!(
+            "`{id}` is not a provider id: it may not start with `.`"
+        ));
     }
     Ok(())
 }
