@@ -18,6 +18,8 @@ use review_agent_gateway::review::{self, ReviewOptions};
 mod install_cli;
 #[path = "cli/native_host.rs"]
 mod native_host_cli;
+#[path = "cli/providers.rs"]
+mod providers_cli;
 
 const TOOL_NAME: &str = "review-agent-gateway";
 const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -68,6 +70,11 @@ enum Command {
     /// native-messaging frames on stdin/stdout to the daemon's WebSocket, starting the daemon
     /// when it is not running. Only extensions in the allowlist may use it.
     NativeHost(native_host_cli::NativeHostArgs),
+    /// List the configured model providers and where each one's API key comes from, or store
+    /// (`set-key ID [--file]`) and remove (`delete-key ID`) a key: the OS keyring, or a key file
+    /// only you can read. Keys are never printed.
+    #[command(subcommand)]
+    Providers(providers_cli::ProvidersCommand),
 }
 
 #[derive(clap::Args)]
@@ -324,6 +331,7 @@ fn main() -> ExitCode {
         Command::Uninstall(args) => install_cli::uninstall_command(args),
         Command::Doctor(args) => install_cli::doctor_command(args),
         Command::NativeHost(args) => native_host_cli::native_host_command(args),
+        Command::Providers(command) => providers_cli::providers_command(command),
     }
 }
 
