@@ -17,11 +17,16 @@
 //    "Review locally", waits for the panel to say done or error, and POSTs what the DOM shows
 //    (each finding with the diff row above it) to /report on the test's server. The review goes
 //    userscript → content script → background → native host → daemon.
-// 5. The server answers the report with the next page to open: the same page on
-//    http://localhost (no content script there: the extension is absent) falls back to the
-//    WebSocket, then, with the WebSocket refused, to HTTP + SSE.
+// 5. The server answers each report with the next page to open. The steps: before `install`
+//    (Firefox's "No such native application" must reach the page: the reason is read from the
+//    port's `error`, where Firefox puts it); the review through the extension; a file_read_diff
+//    answer over 1 MiB of JSON through the extension (chunk frames, reassembled intact); the
+//    same page on http://localhost (no content script there: the extension is absent) falling
+//    back to the WebSocket, then, with the WebSocket refused, to HTTP + SSE.
+//    Set FIREFOX_E2E_VERBOSE=1 to see web-ext's and Firefox's output as it happens.
 // Exits 1 with a message on any failure.
 import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createInterface } from "node:readline";
@@ -80,9 +85,26 @@ function harness(step) {
         return;
       }
     }
-    const panel = document.querySelector(".review-locally");
     const report = (body) => fetch("/report", { method: "POST", body: JSON.stringify({ step: step.name, attempt, ...body }) })
       .then((r) => r.json()).then((next) => { if (next.url) location.assign(next.url); });
+    if (step.toolCall) {
+      // An answer over 1 MiB: the host sends it as chunk frames, the background reassembles it.
+      try {
+        const { connect } = await import("/client/index.js");
+        const gateway = await connect({ transports: ["extension"] });
+        const { name, input } = step.toolCall;
+        const result = await gateway.callTool(name, input, { gitlabOrigin: location.origin, projectPath: "group/project" });
+        const lines = result.output.files[0].hunks.flatMap((h) => h.lines.map((l) => l.text));
+        const bytes = new TextEncoder().encode(lines.map((l) => `${l}\n`).join(""));
+        const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+        await report({ state: "done", transport: gateway.transportKind, jsonBytes: new TextEncoder().encode(JSON.stringify(result)).length,
+          lines: lines.length, digest, truncated: result.truncated });
+      } catch (e) {
+        await report({ state: "error", status: `${e.code ?? ""} ${e.message}` });
+      }
+      return;
+    }
+    const panel = document.querySelector(".review-locally");
     if (!panel) { await report({ error: "the userscript added no panel" }); return; }
     panel.querySelector("button.review-locally-button").click();
     const deadline = Date.now() + step.timeoutMs;
@@ -99,6 +121,18 @@ function harness(step) {
       }),
     });
   }})(${JSON.stringify(step)});`;
+}
+
+/** A build log with what JSON escapes heavily (quotes, backslashes, tabs, ESC colour codes) and
+ * non-ASCII text: about 0.6 MB of text whose file_read_diff answer is over 1.1 MiB of JSON, so
+ * the native host sends it as chunk frames. */
+function buildLog() {
+  const esc = "\x1b";
+  let text = "";
+  for (let i = 1; i <= 8000; i++) {
+    text += `${i}\t${esc}[32m"ok"${esc}[0m C:\\temp\\build café 日本語 🚀 ${esc}[1m${esc}[31mFAIL${esc}[0m\n`;
+  }
+  return text;
 }
 
 /** The stand-in merge-request page: GitLab's diff markup (`.diff-file[data-path]`, line rows with
@@ -146,6 +180,11 @@ async function main() {
   writeFileSync(join(repo, "app.py"), "import os\n" + [0, 1, 2, 3, 4].map((i) => `v${i} = eval(x${i})\n`).join(""));
   git("add", "-A"); git("commit", "-q", "-m", "five findings");
   const head = git("rev-parse", "HEAD");
+  const log = buildLog();
+  git("checkout", "-q", "-b", "big");
+  writeFileSync(join(repo, "build.log"), log);
+  git("add", "-A"); git("commit", "-q", "-m", "a big build log");
+  git("checkout", "-q", "main");
 
   // The extension and the userscript, built with the loopback page as a GitLab origin.
   const dist = join(home, "dist");
@@ -169,8 +208,10 @@ async function main() {
     if (url.pathname === "/group/project/-/merge_requests/1") {
       const step = steps.find((s) => s.name === url.searchParams.get("step")) ?? steps[0];
       res.writeHead(200, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" })
-        .end(mergeRequestPage({ name: step.name, expectExtension: step.transport === "extension", timeoutMs: STEP_TIMEOUT_MS },
-          { port, token: token.value, ...step.options }));
+        .end(mergeRequestPage({ name: step.name, expectExtension: step.transport === "extension", timeoutMs: STEP_TIMEOUT_MS,
+          toolCall: step.toolCall ?? null }, { port, token: token.value, ...step.options }));
+    } else if (url.pathname === "/client/index.js") {
+      res.writeHead(200, { "content-type": "text/javascript; charset=utf-8" }).end(readFileSync(join(root, "client/index.js")));
     } else if (url.pathname === "/review-locally.user.js") {
       res.writeHead(200, { "content-type": "text/javascript; charset=utf-8" }).end(userscript);
     } else if (req.url === "/api/v4/projects/group%2Fproject/merge_requests/1") {
@@ -205,6 +246,8 @@ async function main() {
     { name: "no-host", transport: "extension", url: page(gitlabOrigin, "no-host"), options: { transports: ["extension"] },
       error: "No such native application com.review_agent.gateway", after: () => install() },
     { name: "extension", transport: "extension", url: page(gitlabOrigin, "extension"), options: {} },
+    { name: "chunked", transport: "extension", url: page(gitlabOrigin, "chunked"), options: {},
+      toolCall: { name: "file_read_diff", input: { base: head, head: "big", paths: ["build.log"], maxBytes: 1048576 } } },
     { name: "websocket", transport: "websocket", url: page(plainOrigin, "websocket"), options: {} },
     { name: "sse", transport: "sse", url: page(plainOrigin, "sse"), options: { wsUrl: `ws://127.0.0.1:${await freePort()}/v1/ws` } },
   ];
@@ -279,6 +322,14 @@ async function main() {
       check(state.state === "error" && state.status.includes(step.error) && state.marker === "extension",
         `${step.name}: expected the content script's marker and an error saying ${JSON.stringify(step.error)}, got ${state.state} (marker ${state.marker}): ${state.status}`);
       console.log(`firefox ${step.name}: the page says ${JSON.stringify(state.status)}`);
+      continue;
+    }
+    if (step.toolCall) {
+      const want = createHash("sha256").update(log).digest("hex");
+      check(state.state === "done" && state.transport === "extension", `${step.name}: ${state.transport}: ${state.status}\n--- web-ext/firefox output (last lines)\n${tail()}`);
+      check(state.jsonBytes > 1024 * 1024, `the answer is ${state.jsonBytes} bytes of JSON, not over 1 MiB: it proves no chunking`);
+      check(!state.truncated && state.lines === 8000 && state.digest === want, `build.log through the extension: ${JSON.stringify(state)}, want sha256 ${want}`);
+      console.log(`firefox chunked: file_read_diff answer of ${state.jsonBytes} bytes of JSON through the extension, ${state.lines} lines, sha256 matches`);
       continue;
     }
     check(state.state === "done", `${step.name}: the userscript failed: ${state.status}\n--- web-ext/firefox output (last lines)\n${tail()}`);

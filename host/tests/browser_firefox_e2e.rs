@@ -6,8 +6,9 @@
 //! standing in for a GitLab merge-request page loads the built userscript and a harness that
 //! clicks "Review locally" and posts what the DOM shows to the test's server: first without the
 //! host installed (Firefox's "No such native application" must reach the page), then a review of
-//! a real git repository through extension → native host → daemon, then through the WebSocket
-//! and HTTP + SSE fallbacks, each finding under its diff line.
+//! a real git repository through extension → native host → daemon, a tool answer over 1 MiB
+//! through the extension (chunk frames), then the review through the WebSocket and HTTP + SSE
+//! fallbacks, each finding under its diff line. About 5 s.
 //!
 //! Not skippable: without `/usr/bin/firefox-esr`, node or `extension-bridge/node_modules` the
 //! test fails and says to run `.ci/run`'s install steps.
@@ -56,6 +57,7 @@ fn review_through_extension_websocket_and_sse_in_headless_firefox() {
         "firefox no-host: the page says \"gateway.unavailable",
         "No such native application com.review_agent.gateway",
         "firefox extension: 5 findings in the DOM",
+        "firefox chunked: file_read_diff answer of",
         "firefox websocket: 5 findings in the DOM",
         "firefox sse: 5 findings in the DOM",
         "firefox e2e ok",
