@@ -23,7 +23,7 @@ use crate::protocol::{
 };
 use crate::providers::{Message, Part, Provider, Role, ToolCall, ToolResult, ToolSpec};
 use crate::review::{Emitter, RunControl};
-use crate::tools::{Registry, SideEffect, ToolContext};
+use crate::tools::{Registry, ToolContext};
 
 /// Most characters of a tool answer sent back to the model.
 pub const TOOL_RESULT_CHARS: usize = crate::review::model::TOOL_RESULT_CHARS;
@@ -239,15 +239,7 @@ impl ToolHost for ChatTools<'_> {
         if self.ctx.is_none() {
             return Vec::new();
         }
-        self.registry
-            .tools()
-            .filter(|t| t.side_effect() != SideEffect::Command)
-            .map(|t| ToolSpec {
-                name: t.name().into(),
-                description: t.description().into(),
-                input_schema: t.input_schema(),
-            })
-            .collect()
+        crate::review::model::repository_tool_specs(&self.registry)
     }
 
     fn counts_against_budget(&self, _name: &str) -> bool {

@@ -139,15 +139,7 @@ pub async fn converse(
     emitter: &mut Emitter<'_>,
 ) -> Result<End, GatewayError> {
     let tools = host.specs();
-    let fixed = estimate_tokens(conversation.system)
-        + tools
-            .iter()
-            .map(|t| {
-                estimate_tokens(&t.name)
-                    + estimate_tokens(&t.description)
-                    + estimate_tokens(&t.input_schema.to_string())
-            })
-            .sum::<u64>();
+    let fixed = estimate_tokens(conversation.system) + specs_tokens(&tools);
     let mut text_all = String::new();
     let mut refused_turns = 0;
     loop {
@@ -177,8 +169,7 @@ pub async fn converse(
                 .sum::<u64>();
         let room = budget.max_context_tokens.saturating_sub(prompt);
         let per_request = u64::from(conversation.provider.max_output_tokens());
-        let max_output = per_request.min(left.unwrap_or(u64::MAX)).min(room);
-        if max_output < MIN_OUTPUT_TOKENS.min(per_request) {
+        if room < MIN_OUTPUT_TOKENS.min(per_request) {
             warn_budget(
                 emitter,
                 "maxContextTokens",
@@ -190,6 +181,7 @@ pub async fn converse(
             );
             return Ok(End::BudgetExhausted("maxContextTokens"));
         }
+        let max_output = per_request.min(left.unwrap_or(u64::MAX)).min(room);
         let request = ModelRequest {
             model: conversation.model.to_owned(),
             system: conversation.system.to_owned(),
@@ -302,6 +294,18 @@ fn warn_budget(emitter: &mut Emitter<'_>, which: &str, message: String) {
         path: None,
         remediation: Some(BUDGET_REMEDIATION.into()),
     });
+}
+
+/// Estimated tokens of tool definitions in a request.
+pub fn specs_tokens(specs: &[ToolSpec]) -> u64 {
+    specs
+        .iter()
+        .map(|t| {
+            estimate_tokens(&t.name)
+                + estimate_tokens(&t.description)
+                + estimate_tokens(&t.input_schema.to_string())
+        })
+        .sum()
 }
 
 fn message_tokens(message: &Message) -> u64 {

@@ -16,6 +16,8 @@ use review_agent_gateway::review::{self, ReviewOptions};
 
 #[path = "cli/install.rs"]
 mod install_cli;
+#[path = "cli/model.rs"]
+mod model_cli;
 #[path = "cli/native_host.rs"]
 mod native_host_cli;
 #[path = "cli/providers.rs"]
@@ -34,8 +36,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Review the changes between two revisions of a local repository with the built-in and
-    /// user rule sets (no model, no daemon).
+    /// user rule sets, and with a model provider when `--provider` is given (no daemon).
     Review(ReviewArgs),
+    /// Ask a model provider about code: streams the answer; with `--repo` the model may read
+    /// the repository with the read-only tools.
+    Chat(model_cli::ChatArgs),
     /// Inspect the loaded rule sets.
     #[command(subcommand)]
     Rules(RulesCommand),
@@ -271,6 +276,8 @@ struct ReviewArgs {
     /// Colour in text output: auto (only on a terminal), always, never.
     #[arg(long, value_enum, default_value = "auto")]
     color: ColorArg,
+    #[command(flatten)]
+    model: model_cli::ReviewModelArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -319,6 +326,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Review(args) => review_command(args),
+        Command::Chat(args) => model_cli::chat_command(args, fail),
         Command::Rules(RulesCommand::List { rules_dirs, format }) => {
             rules_list(&rules_dirs, format)
         }
@@ -541,6 +549,19 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         ConfidenceArg::High => Confidence::High,
     };
     options.diff.max_file_bytes = args.max_file_bytes;
+    // With --provider, the model's streams run on this runtime; the review blocks on it from
+    // this thread.
+    let runtime = match args.model.provider.as_ref().map(|_| model_cli::runtime()) {
+        Some(Err(error)) => return fail(&error),
+        Some(Ok(runtime)) => Some(runtime),
+        None => None,
+    };
+    if let Some(runtime) = &runtime {
+        options.model = match model_cli::review_model(&args.model, runtime) {
+            Ok(model) => model,
+            Err(error) => return fail(&error),
+        };
+    }
 
     let mut stdout = std::io::stdout().lock();
     let mut events: Vec<AgentEvent> = Vec::new();

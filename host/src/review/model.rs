@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Emitter, fingerprint, new_id};
-use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost};
+use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost, specs_tokens};
 use crate::error::GatewayError;
 use crate::protocol::{
     Confidence, Effort, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
@@ -46,6 +46,12 @@ pub const TOOL_RESULT_CHARS: usize = 12_000;
 pub const MAX_MODEL_FINDINGS: usize = 200;
 /// Most rules listed in the guidance of the system prompt.
 const GUIDANCE_RULES: usize = 80;
+/// The least room for the diff with which repository tools are still offered.
+const MIN_DIFF_TOKENS: u64 = 1024;
+/// What to do when the context window is too small.
+const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
+     model server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
+     time with --paths.";
 
 /// What the model stage runs with ([`super::ReviewOptions::model`]).
 #[derive(Clone)]
@@ -106,7 +112,30 @@ pub fn run(
     emitter: &mut Emitter<'_>,
 ) -> ModelOutcome {
     let mut outcome = ModelOutcome::default();
-    let offer_tools = model.effort != Effort::Quick;
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let window = model.budget.max_context_tokens;
+    let answer = u64::from(model.provider.max_output_tokens()).min(window / 4);
+    // The repository tools' schemas take thousands of tokens: a small window keeps them for
+    // the diff instead.
+    let mut offer_tools = model.effort != Effort::Quick;
+    if offer_tools {
+        let with_tools = estimate_tokens(&system_prompt(model, selection, &paths, true))
+            + specs_tokens(&tool_specs(true))
+            + answer
+            + window / 4
+            + MIN_DIFF_TOKENS;
+        if with_tools > window {
+            offer_tools = false;
+            emitter.emit(Warning {
+                code: "model.tools_omitted".into(),
+                message: format!(
+                    "the model's context of {window} tokens leaves no room for the repository                      tools (~{with_tools} tokens with them), so the model reviews the diff alone"
+                ),
+                path: None,
+                remediation: Some(CONTEXT_REMEDIATION.into()),
+            });
+        }
+    }
     let ctx = match ToolContext::open(repo_path, Some(&head.to_string())) {
         Ok(ctx) => match &model.symbols {
             Some(index) => ctx.with_symbol_index(index.clone()),
@@ -125,15 +154,8 @@ pub fn run(
         files: files.iter().map(|f| (f.path.clone(), *f)).collect(),
         accepted: Vec::new(),
     };
-    let system = system_prompt(model, selection, offer_tools);
-    let fixed = estimate_tokens(&system)
-        + host
-            .specs()
-            .iter()
-            .map(|t| estimate_tokens(&t.description) + estimate_tokens(&t.input_schema.to_string()))
-            .sum::<u64>();
-    let window = model.budget.max_context_tokens;
-    let answer = u64::from(model.provider.max_output_tokens()).min(window / 4);
+    let system = system_prompt(model, selection, &paths, offer_tools);
+    let fixed = estimate_tokens(&system) + specs_tokens(&host.specs());
     // Room for tool results and the model's own turns.
     let working = if offer_tools { window / 4 } else { window / 16 };
     let diff_budget = window.saturating_sub(fixed + answer + working);
@@ -147,11 +169,7 @@ pub fn run(
                 hunk.path, hunk.start, hunk.end, hunk.tokens
             ),
             path: Some(hunk.path.clone()),
-            remediation: Some(
-                "Raise the provider's context_window (and the model server's, e.g. Ollama's \
-                 num_ctx), or review that file with --paths."
-                    .into(),
-            ),
+            remediation: Some(CONTEXT_REMEDIATION.into()),
         });
     }
     for (i, chunk) in chunks.iter().enumerate() {
@@ -220,7 +238,12 @@ fn plural(n: usize, word: &str) -> String {
 
 // === Prompts ===
 
-fn system_prompt(model: &ModelReview, selection: &Selection<'_>, offer_tools: bool) -> String {
+fn system_prompt(
+    model: &ModelReview,
+    selection: &Selection<'_>,
+    paths: &[&str],
+    offer_tools: bool,
+) -> String {
     let mut s = String::from(
         "You are a careful senior code reviewer. You review one part of a merge request's diff \
          at a time. Report real problems in the code the merge request adds or changes: bugs, \
@@ -253,7 +276,11 @@ fn system_prompt(model: &ModelReview, selection: &Selection<'_>, offer_tools: bo
             "\nWrite each finding's title and content in the language with BCP 47 tag `{language}`; keep code, identifiers and quotes as they are.\n"
         ));
     }
-    let rules: Vec<_> = selection.rules().collect();
+    // Only the rules that apply to a changed file: guidance for the code at hand.
+    let rules: Vec<_> = selection
+        .rules()
+        .filter(|r| paths.iter().any(|p| r.applies_to(p)))
+        .collect();
     if !rules.is_empty() {
         s.push_str(
             "\nThe team's review rules (rule id — what it catches). When a finding is what a rule \
@@ -467,27 +494,45 @@ struct ReviewTools<'a> {
     accepted: Vec<ReviewFinding>,
 }
 
+/// The tools of a model review: `report_finding`, and with `repository` the read-only
+/// repository tools ([`repository_tool_specs`]).
+fn tool_specs(repository: bool) -> Vec<ToolSpec> {
+    let mut specs = vec![ToolSpec {
+        name: REPORT_FINDING.into(),
+        description: "Report one review finding on lines of the diff. Call once per finding."
+            .into(),
+        input_schema: report_finding_schema(),
+    }];
+    if repository {
+        specs.extend(repository_tool_specs(&Registry::builtin()));
+    }
+    specs
+}
+
+/// The read-only tools of `registry` as offered to a model (`run_check` never), their schemas
+/// without the `$schema` and `title` keys a model does not need.
+pub fn repository_tool_specs(registry: &Registry) -> Vec<ToolSpec> {
+    registry
+        .tools()
+        .filter(|t| t.side_effect() != SideEffect::Command)
+        .map(|t| {
+            let mut schema = t.input_schema();
+            if let Some(object) = schema.as_object_mut() {
+                object.remove("$schema");
+                object.remove("title");
+            }
+            ToolSpec {
+                name: t.name().into(),
+                description: t.description().into(),
+                input_schema: schema,
+            }
+        })
+        .collect()
+}
+
 impl ToolHost for ReviewTools<'_> {
     fn specs(&self) -> Vec<ToolSpec> {
-        let mut specs = vec![ToolSpec {
-            name: REPORT_FINDING.into(),
-            description: "Report one review finding on lines of the diff. Call once per finding."
-                .into(),
-            input_schema: report_finding_schema(),
-        }];
-        if self.offer_tools {
-            specs.extend(
-                self.registry
-                    .tools()
-                    .filter(|t| t.side_effect() != SideEffect::Command)
-                    .map(|t| ToolSpec {
-                        name: t.name().into(),
-                        description: t.description().into(),
-                        input_schema: t.input_schema(),
-                    }),
-            );
-        }
-        specs
+        tool_specs(self.offer_tools)
     }
 
     fn counts_against_budget(&self, name: &str) -> bool {
