@@ -6,7 +6,8 @@ use super::ConfigError;
 
 /// The gateway's two directories and the files in them.
 ///
-/// - config dir: `config.toml` ([`Paths::config_file`]) and user rule sets in `rules/`;
+/// - config dir: `config.toml` ([`Paths::config_file`]), user rule sets in `rules/` and model
+///   API key files in `keys/` ([`Paths::keys_dir`]);
 /// - state dir: the redb store `gateway.redb`, the local bearer token `token` (DESIGN §9) and
 ///   `logs/`.
 ///
@@ -87,6 +88,12 @@ impl Paths {
         self.config_dir.join("rules")
     }
 
+    /// `<config dir>/keys`: one 0600 file per provider whose API key is stored in a file
+    /// rather than the OS keyring ([`crate::security::secrets`]).
+    pub fn keys_dir(&self) -> PathBuf {
+        self.config_dir.join("keys")
+    }
+
     /// `<state dir>/gateway.redb`: the daemon's store.
     pub fn store_file(&self) -> PathBuf {
         self.state_dir.join("gateway.redb")
@@ -112,6 +119,7 @@ mod tests {
         let paths = Paths::from_home(Path::new("/tmp/h"));
         assert_eq!(paths.config_file(), Path::new("/tmp/h/config/config.toml"));
         assert_eq!(paths.rules_dir(), Path::new("/tmp/h/config/rules"));
+        assert_eq!(paths.keys_dir(), Path::new("/tmp/h/config/keys"));
         assert_eq!(paths.store_file(), Path::new("/tmp/h/state/gateway.redb"));
         assert_eq!(paths.token_file(), Path::new("/tmp/h/state/token"));
         assert_eq!(paths.log_dir(), Path::new("/tmp/h/state/logs"));

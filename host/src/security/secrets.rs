@@ -158,7 +158,7 @@ pub fn env_var_name(config: &ProviderConfig) -> String {
 /// outside `keys/`.
 pub fn key_file(paths: &Paths, provider_id: &str) -> Result<PathBuf, GatewayError> {
     check_provider_id(provider_id)?;
-    Ok(paths.config_dir().join("keys").join(provider_id))
+    Ok(paths.keys_dir().join(provider_id))
 }
 
 /// The key of `config`'s provider and where it came from, looking in the environment, the OS
