@@ -225,6 +225,9 @@ pub trait Provider: Send + Sync + fmt::Debug {
     fn probe(&self) -> BoxFuture<'_, ProviderStatus>;
 }
 
+/// A provider client and the model name to ask it for, as [`select`] chooses them.
+pub type Selected = (Arc<dyn Provider>, String);
+
 /// The provider client and model name a request asks for: `provider_id`, else `config`'s
 /// `default_provider`; `Ok(None)` for `builtin` or neither (rules only). The model is `model`,
 /// else the provider's configured one.
@@ -236,7 +239,7 @@ pub fn select(
     config: &Config,
     provider_id: Option<&str>,
     model: Option<&str>,
-) -> Result<Option<(Arc<dyn Provider>, String)>, GatewayError> {
+) -> Result<Option<Selected>, GatewayError> {
     let Some(id) = provider_id
         .or(config.default_provider.as_deref())
         .filter(|id| *id != "builtin")
