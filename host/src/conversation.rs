@@ -13,6 +13,9 @@
 //!   estimated ([`estimate_tokens`]) before each request; one that cannot fit with room for
 //!   [`MIN_OUTPUT_TOKENS`] of answer stops the loop with a `warning`.
 //!
+//! Text pieces are coalesced into one `text.delta` per [`TEXT_DELTA_EVERY`] (a model streams a
+//! token at a time; each event is a store commit in the daemon).
+//!
 //! A stream that breaks in a retryable way before the model finished its turn is retried from
 //! the start of the turn (at most [`TURN_RETRIES`] times, with a `warning`
 //! `provider.stream_retried` so a client can discard the turn's partial text); nothing the
@@ -320,6 +323,17 @@ fn message_tokens(message: &Message) -> u64 {
         .sum()
 }
 
+/// Text pieces arriving within this long of the first are sent as one `text.delta`.
+pub const TEXT_DELTA_EVERY: Duration = Duration::from_millis(50);
+
+fn emit_text(emitter: &mut Emitter<'_>, pending: &mut String) {
+    if !pending.is_empty() {
+        emitter.emit(TextDelta {
+            text: std::mem::take(pending),
+        });
+    }
+}
+
 /// A completed turn.
 struct Turn {
     text: String,
@@ -390,17 +404,30 @@ async fn turn(
     let mut text = String::new();
     let mut calls = Vec::new();
     let mut usage = None;
+    // Text not yet emitted, and when its first piece came: pieces are coalesced into one
+    // `text.delta` per [`TEXT_DELTA_EVERY`] (each event is a store commit in the daemon).
+    let mut pending = String::new();
+    let mut pending_since = tokio::time::Instant::now();
     loop {
+        let deadline = pending_since + TEXT_DELTA_EVERY;
         let item = tokio::select! {
             biased;
             () = cancel.cancelled() => return Ok(None),
+            () = tokio::time::sleep_until(deadline), if !pending.is_empty() => {
+                emit_text(emitter, &mut pending);
+                continue;
+            }
             item = stream.next() => item,
         };
+        if !matches!(item, Some(Ok(StreamEvent::TextDelta(_)))) {
+            emit_text(emitter, &mut pending);
+        }
         match item {
             Some(Ok(StreamEvent::TextDelta(piece))) => {
-                emitter.emit(TextDelta {
-                    text: piece.clone(),
-                });
+                if pending.is_empty() {
+                    pending_since = tokio::time::Instant::now();
+                }
+                pending.push_str(&piece);
                 text.push_str(&piece);
             }
             Some(Ok(StreamEvent::ToolCall(call))) => calls.push(call),

@@ -884,9 +884,12 @@ impl Gateway {
                     .into(),
                 );
             }
-            // Take a slot, queueing visibly when there is none; a cancel while queued ends it.
+            // A review takes a slot (`maxConcurrentReviews`), queueing visibly when there is
+            // none; a cancel while queued ends it. A chat takes none: a reviewer's question is
+            // not stuck behind long model reviews. `None`: cancelled while queued.
             let permit = match gateway.inner.slots.clone().try_acquire_owned() {
-                Ok(permit) => Some(permit),
+                _ if matches!(job, Job::Chat(_)) => Some(None),
+                Ok(permit) => Some(Some(permit)),
                 Err(_) => {
                     writer.emit(
                         StageChanged {
@@ -897,7 +900,7 @@ impl Gateway {
                     );
                     writer.flush();
                     tokio::select! {
-                        permit = gateway.inner.slots.clone().acquire_owned() => permit.ok(),
+                        permit = gateway.inner.slots.clone().acquire_owned() => permit.ok().map(Some),
                         () = live.cancelled.notified() => None,
                     }
                 }
@@ -1054,12 +1057,17 @@ impl EventWriter {
     }
 
     fn push(&mut self, event: AgentEvent) {
+        // Stage changes and ends close a group; so do a model's events (text pieces, already
+        // coalesced by the tool loop, and tool calls), which a reader waits for one by one.
         let boundary = matches!(
             event.payload,
             EventPayload::StageChanged(_)
                 | EventPayload::RunCompleted(_)
                 | EventPayload::RunFailed(_)
                 | EventPayload::RunCancelled(_)
+                | EventPayload::TextDelta(_)
+                | EventPayload::ToolStarted(_)
+                | EventPayload::ToolCompleted(_)
         );
         let finding = matches!(event.payload, EventPayload::FindingCreated(_));
         self.pending.push(event);
