@@ -183,14 +183,8 @@ pub fn run_with(
     ));
     let cancelled = matches!(ended, Ok(End::Cancelled)) || control.cancel_token.is_cancelled();
     if cancelled {
-        let reason = control
-            .cancel_reason
-            .lock()
-            .ok()
-            .and_then(|r| r.clone())
-            .unwrap_or_else(|| "cancelled".into());
         emitter.emit(crate::protocol::RunCancelled {
-            reason: Some(reason),
+            reason: Some(control.cancel_reason()),
         });
         return Err(GatewayError::new(
             codes::RUN_CANCELLED,

@@ -193,6 +193,15 @@ impl RunControl {
         }
     }
 
+    /// Why the run was cancelled: the cancel request's `reason`, else `cancelled`.
+    pub fn cancel_reason(&self) -> String {
+        self.cancel_reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| "cancelled".into())
+    }
+
     fn check(&self) -> Result<(), Stop> {
         if self.cancel.load(Ordering::Relaxed) || self.cancel_token.is_cancelled() {
             Err(Stop::Cancelled)
@@ -238,13 +247,7 @@ pub fn run_with(
             Err(error)
         }
         Err(Stop::Cancelled) => {
-            let reason = control
-                .cancel_reason
-                .lock()
-                .ok()
-                .and_then(|r| r.clone())
-                .unwrap_or_else(|| "cancelled".into());
-            emitter.run_cancelled(Some(reason));
+            emitter.run_cancelled(Some(control.cancel_reason()));
             Err(GatewayError::new(
                 codes::RUN_CANCELLED,
                 format!("run {} was cancelled", control.run_id),

@@ -12,49 +12,53 @@
 use std::collections::HashMap;
 
 use eventsource_stream::Event;
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{DecodeError, Settings, SseDecoder, decode_sse};
-use super::{
-    EventStream, FinishReason, ModelRequest, Part, Provider, ProviderError, Role, StreamEvent,
-    ToolCall,
-};
+use super::http::{DecodeError, HttpProvider, SseDecoder, WireFormat};
+use super::{FinishReason, ModelRequest, Part, Role, StreamEvent, ToolCall};
 use crate::config::ProviderKind;
-use crate::protocol::{ProviderStatus, Usage};
+use crate::protocol::Usage;
+use crate::security::secrets::ApiKey;
 
 /// The `anthropic-version` header this client speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The client of one `anthropic` provider.
+pub(super) type Anthropic = HttpProvider<AnthropicWire>;
+
+/// The Messages wire format (module docs).
 #[derive(Debug)]
-pub struct Anthropic {
-    settings: Settings,
+pub(super) struct AnthropicWire;
+
+/// `{base_url}/v1{path}`, or `{base_url}{path}` when the base ends with `/v1`.
+fn url(base_url: &str, path: &str) -> String {
+    if base_url.ends_with("/v1") {
+        format!("{base_url}{path}")
+    } else {
+        format!("{base_url}/v1{path}")
+    }
 }
 
-impl Anthropic {
-    pub(super) fn new(settings: Settings) -> Anthropic {
-        Anthropic { settings }
+impl WireFormat for AnthropicWire {
+    const KIND: ProviderKind = ProviderKind::Anthropic;
+    type Decoder = Decoder;
+
+    fn stream_url(base_url: &str) -> String {
+        url(base_url, "/messages")
     }
 
-    fn url(&self, path: &str) -> String {
-        let base = &self.settings.base_url;
-        if base.ends_with("/v1") {
-            format!("{base}{path}")
-        } else {
-            format!("{base}/v1{path}")
-        }
+    fn models_url(base_url: &str) -> String {
+        url(base_url, "/models")
     }
 
-    fn headers(&self) -> HeaderMap {
+    fn headers(key: Option<&ApiKey>) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        if let Some(key) = &self.settings.key
+        if let Some(key) = key
             && let Ok(mut value) = HeaderValue::from_str(key.expose_secret())
         {
             value.set_sensitive(true);
@@ -62,57 +66,9 @@ impl Anthropic {
         }
         headers
     }
-}
 
-impl Provider for Anthropic {
-    fn id(&self) -> &str {
-        &self.settings.id
-    }
-
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Anthropic
-    }
-
-    fn default_model(&self) -> Option<&str> {
-        self.settings.model.as_deref()
-    }
-
-    fn context_window(&self) -> u64 {
-        self.settings.context_window
-    }
-
-    fn max_output_tokens(&self) -> u32 {
-        self.settings.max_output_tokens
-    }
-
-    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        async move {
-            let url = self.url("/messages");
-            let body = request_body(&request);
-            let response = self.settings.post(&url, self.headers(), &body).await?;
-            Ok(decode_sse(
-                url,
-                self.settings.timeout,
-                response,
-                Decoder::default(),
-            ))
-        }
-        .boxed()
-    }
-
-    fn probe(&self) -> BoxFuture<'_, ProviderStatus> {
-        async move {
-            match self
-                .settings
-                .probe(&self.url("/models"), self.headers())
-                .await
-            {
-                Ok(()) => ProviderStatus::Ready,
-                Err(ProviderError::Unauthorized { .. }) => ProviderStatus::NotConfigured,
-                Err(_) => ProviderStatus::Unavailable,
-            }
-        }
-        .boxed()
+    fn body(request: &ModelRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -182,7 +138,7 @@ enum Block {
 
 /// The event decoder (see the module docs).
 #[derive(Debug, Default)]
-struct Decoder {
+pub(super) struct Decoder {
     blocks: HashMap<u64, Block>,
     usage: Usage,
     stop_reason: Option<String>,

@@ -1,26 +1,119 @@
-//! What both provider clients share: their settings, the POST with retries of the module docs,
-//! and the adapter from a Server-Sent Events body to an [`EventStream`].
+//! What both provider clients share: [`HttpProvider`] (one `Provider` implementation over a
+//! [`WireFormat`]), its settings, the POST with retries of the module docs, and the adapter from
+//! a Server-Sent Events body to an [`EventStream`].
 
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use reqwest::header::HeaderMap;
+use serde_json::Value;
 
 use super::{
     DEFAULT_ANTHROPIC_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_RETRIES,
     DEFAULT_OPENAI_CONTEXT_WINDOW, DEFAULT_REQUEST_TIMEOUT_SECS, EventStream, MAX_RETRY_AFTER,
-    ProviderError, StreamEvent,
+    ModelRequest, Provider, ProviderError, StreamEvent,
 };
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::error::{GatewayError, codes};
+use crate::protocol::ProviderStatus;
 use crate::security::secrets::ApiKey;
 
 /// First wait between two attempts; doubled after each.
 const BACKOFF_START: Duration = Duration::from_millis(500);
 /// Most characters of a provider's error body kept in an error message.
 const ERROR_BODY_CHARS: usize = 300;
+
+/// What tells one provider API from another: where a streamed request and a models listing go,
+/// the headers (with the key), the request body, and the decoder of the answer's events.
+pub(super) trait WireFormat: Send + Sync + std::fmt::Debug + 'static {
+    /// The `kind` this format serves.
+    const KIND: ProviderKind;
+    /// Decodes the answer's Server-Sent Events.
+    type Decoder: SseDecoder + Default;
+    /// The URL of a streamed request, from the `base_url` (no trailing `/`).
+    fn stream_url(base_url: &str) -> String;
+    /// The URL of the models listing the health probe asks.
+    fn models_url(base_url: &str) -> String;
+    /// Request headers, with the key if there is one.
+    fn headers(key: Option<&ApiKey>) -> HeaderMap;
+    /// The JSON body of a streamed request.
+    fn body(request: &ModelRequest) -> Value;
+}
+
+/// A provider client: settings plus a [`WireFormat`].
+#[derive(Debug)]
+pub(super) struct HttpProvider<W> {
+    settings: Settings,
+    wire: std::marker::PhantomData<fn() -> W>,
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    pub fn new(settings: Settings) -> HttpProvider<W> {
+        HttpProvider {
+            settings,
+            wire: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn id(&self) -> &str {
+        &self.settings.id
+    }
+
+    fn kind(&self) -> ProviderKind {
+        W::KIND
+    }
+
+    fn default_model(&self) -> Option<&str> {
+        self.settings.model.as_deref()
+    }
+
+    fn context_window(&self) -> u64 {
+        self.settings.context_window
+    }
+
+    fn max_output_tokens(&self) -> u32 {
+        self.settings.max_output_tokens
+    }
+
+    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
+        async move {
+            let url = W::stream_url(&self.settings.base_url);
+            let headers = W::headers(self.settings.key.as_ref());
+            let response = self
+                .settings
+                .post(&url, headers, &W::body(&request))
+                .await?;
+            Ok(decode_sse(
+                url,
+                self.settings.timeout,
+                response,
+                W::Decoder::default(),
+            ))
+        }
+        .boxed()
+    }
+
+    fn probe(&self) -> BoxFuture<'_, ProviderStatus> {
+        async move {
+            let url = W::models_url(&self.settings.base_url);
+            match self
+                .settings
+                .probe(&url, W::headers(self.settings.key.as_ref()))
+                .await
+            {
+                Ok(()) => ProviderStatus::Ready,
+                Err(ProviderError::Unauthorized { .. }) => ProviderStatus::NotConfigured,
+                Err(_) => ProviderStatus::Unavailable,
+            }
+        }
+        .boxed()
+    }
+}
 
 /// A client's settings, from its `[[providers]]` entry.
 #[derive(Debug)]

@@ -16,33 +16,37 @@
 use std::collections::BTreeMap;
 
 use eventsource_stream::Event;
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{DecodeError, Settings, SseDecoder, decode_sse};
-use super::{
-    EventStream, FinishReason, ModelRequest, Part, Provider, ProviderError, Role, StreamEvent,
-    ToolCall,
-};
+use super::http::{DecodeError, HttpProvider, SseDecoder, WireFormat};
+use super::{FinishReason, ModelRequest, Part, Role, StreamEvent, ToolCall};
 use crate::config::ProviderKind;
-use crate::protocol::{ProviderStatus, Usage};
+use crate::protocol::Usage;
+use crate::security::secrets::ApiKey;
 
 /// The client of one `openai-compatible` provider.
-#[derive(Debug)]
-pub struct OpenAiCompatible {
-    settings: Settings,
-}
+pub(super) type OpenAiCompatible = HttpProvider<OpenAiWire>;
 
-impl OpenAiCompatible {
-    pub(super) fn new(settings: Settings) -> OpenAiCompatible {
-        OpenAiCompatible { settings }
+/// The Chat Completions wire format (module docs).
+#[derive(Debug)]
+pub(super) struct OpenAiWire;
+
+impl WireFormat for OpenAiWire {
+    const KIND: ProviderKind = ProviderKind::OpenaiCompatible;
+    type Decoder = Decoder;
+
+    fn stream_url(base_url: &str) -> String {
+        format!("{base_url}/chat/completions")
     }
 
-    fn headers(&self) -> HeaderMap {
+    fn models_url(base_url: &str) -> String {
+        format!("{base_url}/models")
+    }
+
+    fn headers(key: Option<&ApiKey>) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        if let Some(key) = &self.settings.key
+        if let Some(key) = key
             && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret()))
         {
             value.set_sensitive(true);
@@ -50,54 +54,9 @@ impl OpenAiCompatible {
         }
         headers
     }
-}
 
-impl Provider for OpenAiCompatible {
-    fn id(&self) -> &str {
-        &self.settings.id
-    }
-
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::OpenaiCompatible
-    }
-
-    fn default_model(&self) -> Option<&str> {
-        self.settings.model.as_deref()
-    }
-
-    fn context_window(&self) -> u64 {
-        self.settings.context_window
-    }
-
-    fn max_output_tokens(&self) -> u32 {
-        self.settings.max_output_tokens
-    }
-
-    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<EventStream, ProviderError>> {
-        async move {
-            let url = format!("{}/chat/completions", self.settings.base_url);
-            let body = request_body(&request);
-            let response = self.settings.post(&url, self.headers(), &body).await?;
-            Ok(decode_sse(
-                url,
-                self.settings.timeout,
-                response,
-                Decoder::default(),
-            ))
-        }
-        .boxed()
-    }
-
-    fn probe(&self) -> BoxFuture<'_, ProviderStatus> {
-        async move {
-            let url = format!("{}/models", self.settings.base_url);
-            match self.settings.probe(&url, self.headers()).await {
-                Ok(()) => ProviderStatus::Ready,
-                Err(ProviderError::Unauthorized { .. }) => ProviderStatus::NotConfigured,
-                Err(_) => ProviderStatus::Unavailable,
-            }
-        }
-        .boxed()
+    fn body(request: &ModelRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -185,7 +144,7 @@ struct PartialCall {
 
 /// The chunk decoder (see the module docs).
 #[derive(Debug, Default)]
-struct Decoder {
+pub(super) struct Decoder {
     calls: BTreeMap<u64, PartialCall>,
     finish: Option<String>,
     done: bool,
