@@ -462,7 +462,9 @@ pub fn status_for(code: &str) -> StatusCode {
         | codes::REQUEST_NOT_FOUND
         | codes::TOOL_NOT_FOUND
         | codes::TOOL_PATH_NOT_FOUND => StatusCode::NOT_FOUND,
-        codes::REQUEST_ID_CONFLICT => StatusCode::CONFLICT,
+        // A run whose state or kind does not allow the action (a chat is never resumed): the
+        // client's request conflicts with the run, not a gateway fault (was a 500).
+        codes::REQUEST_ID_CONFLICT | codes::RUN_NOT_RESUMABLE => StatusCode::CONFLICT,
         codes::PROVIDER_NOT_CONFIGURED => StatusCode::UNPROCESSABLE_ENTITY,
         codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
         c if c.starts_with("request.")
