@@ -2,11 +2,12 @@
 
 mod common;
 
-use common::{bin, dechunk, git, read_port, token};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::http::{self, Response as Reply};
+use common::{bin, git, read_port, token};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use serde_json::{Value, json};
 
@@ -91,27 +92,7 @@ impl Daemon {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Reply {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-            request.push_str(&format!("Host: 127.0.0.1:{}\r\n", self.port));
-        }
-        for (k, v) in headers {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if !body.is_empty() {
-            request.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        stream.write_all(request.as_bytes()).expect("write request");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).expect("read response");
-        Reply::parse(&raw)
+        http::request(self.port, method, path, headers, body)
     }
 
     fn authed(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
@@ -132,97 +113,7 @@ fn spawn(home: &Path) -> Child {
 }
 
 fn spawn_with(home: &Path, env: &[(&str, &str)]) -> Child {
-    Command::new(bin())
-        .args(["serve", "--port", "0"])
-        .envs(env.iter().copied())
-        .env("REVIEW_AGENT_GATEWAY_HOME", home)
-        .stdout(Stdio::piped())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(home.join("serve.log"))
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-        )
-        .spawn()
-        .expect("serve starts")
-}
-
-/// A parsed HTTP response; chunked bodies are de-chunked.
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
-        let text = String::from_utf8_lossy(raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        let chunked = headers
-            .iter()
-            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-        let body = if chunked {
-            dechunk(body)
-        } else {
-            body.to_owned()
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    fn error_code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    /// SSE events as (id, event type, data JSON).
-    fn sse(&self) -> Vec<(u64, String, Value)> {
-        let mut out = Vec::new();
-        for block in self.body.split("\n\n") {
-            let (mut id, mut kind, mut data) = (None, None, None);
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = v.trim().parse().ok();
-                } else if let Some(v) = line.strip_prefix("event:") {
-                    kind = Some(v.trim().to_owned());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data = serde_json::from_str(v.trim()).ok();
-                }
-            }
-            if let (Some(id), Some(kind), Some(data)) = (id, kind, data) {
-                out.push((id, kind, data));
-            }
-        }
-        out
-    }
+    http::spawn_serve(home, env)
 }
 
 #[test]
@@ -521,12 +412,7 @@ fn read_until(d: &Daemon, body: &Value, kind: &str, n: usize) -> Vec<(u64, Strin
         }
         text.push_str(&line);
     }
-    Reply {
-        status: 200,
-        headers: Vec::new(),
-        body: text.replace("\r\n", "\n"),
-    }
-    .sse()
+    http::parse_sse(&text.replace("\r\n", "\n"))
 }
 
 #[test]

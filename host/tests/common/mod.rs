@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod fake_provider;
+pub mod http;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
