@@ -247,6 +247,8 @@ export interface ChatRequest {
     headSha?: string;
   };
   toolsEnabled?: boolean;
+  /** Budget: tool calls of this chat (default and cap: the gateway's `max_tool_calls_per_run`). */
+  maxToolCalls?: number;
 }
 
 // === Route data (draft §5, §9; capability.rs, engine.rs) ===

@@ -30,7 +30,9 @@
 // WebSocket, else HTTP + SSE on 127.0.0.1:4317; those two need the gateway token
 // (`review-agent-gateway token show`). Set it once in this origin's devtools console:
 //   localStorage.setItem("review-agent-gateway", JSON.stringify({ token: "..." }))
-// Any other connect() option (port, transports, wsUrl) can go in the same object.
+// Any other connect() option (port, transports, wsUrl) can go in the same object, and so can
+// `providerId`, `model` and `language` for a review with a model provider (default: the
+// gateway's `default_provider`, else rules only).
 //
 // Where things come from on the page:
 // - project path and MR iid: the URL, `/<project path>/-/merge_requests/<iid>`;
@@ -118,7 +120,9 @@
         mode: "merge-request",
         target: { gitlabOrigin: location.origin, projectPath, mergeRequestIid: Number(iid), diffRefs: await diffRefs() },
         scope: { filePaths: null, selection: null },
-        policy: { minConfidence: "low" },
+        policy: { minConfidence: "low", ...(options.language && { language: options.language }) },
+        ...(options.providerId && { providerId: options.providerId }),
+        ...(options.model && { model: options.model }),
       };
       let found = 0;
       for await (const event of gateway.review(request)) {

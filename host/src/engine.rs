@@ -587,7 +587,13 @@ impl Gateway {
             None
         };
         Ok(ChatOptions {
-            budget: RunBudget::within(&config.limits, None, None, None, provider.as_ref()),
+            budget: RunBudget::within(
+                &config.limits,
+                request.max_tool_calls,
+                None,
+                None,
+                provider.as_ref(),
+            ),
             provider,
             model,
             messages: request.messages.clone(),

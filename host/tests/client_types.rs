@@ -515,6 +515,7 @@ fn chat_request(full: bool) -> ChatRequest {
             "text": "eval(x)", "headSha": "b".repeat(40)
         });
         request["toolsEnabled"] = json!(true);
+        request["maxToolCalls"] = json!(5);
     }
     through(request)
 }

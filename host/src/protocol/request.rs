@@ -48,6 +48,10 @@ pub struct ChatRequest {
     /// Whether the model may call gateway tools (draft §10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_enabled: Option<bool>,
+    /// Budget: tool calls of this chat (this gateway's addition; default and cap
+    /// `[limits] max_tool_calls_per_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
 }
 
 /// One message of [`ChatRequest::messages`] (draft §7).
