@@ -15,7 +15,9 @@
 //!   provider status, a run view. The `match`es below have no wildcard, so a new Rust variant
 //!   does not compile until it is sampled and typed;
 //! - every closed union of index.d.ts (event types, severities, stages, …) is compared with the
-//!   serialized variants of its Rust enum, both ways (`Equal<A, B>`);
+//!   serialized variants of its Rust enum, and the keys of each index.d.ts object type with the
+//!   field names its Rust struct reads (taken from serde's `deserialize_struct`, optional fields
+//!   included), both ways (`Equal<A, B>`), so a field added on either side alone fails;
 //! - deliberately wrong values (a severity the Rust enum lacks, a `null` where serde omits the
 //!   field, an unknown event type, a missing envelope field, an extra field, a string count, a
 //!   renamed field) each carry `@ts-expect-error`, so tsc fails if index.d.ts accepts one; and a
@@ -38,14 +40,16 @@ use common::{bin, git, read_port, token};
 use futures_util::{SinkExt, StreamExt};
 use review_agent_gateway::engine::{Budget, RunView};
 use review_agent_gateway::protocol::{
-    AgentEvent, ApiResponse, Capabilities, ChatRequest, ChatRole, ChunkFrame, CommandCapabilities,
-    Confidence, ContextAdded, ContextItem, DiffContext, Effort, ErrorFrame, ErrorObject,
-    EventFrame, EventPayload, Evidence, FileContext, FindingCreated, FindingSource, FindingStatus,
-    Frame, FrameId, Health, HelloFrame, IdFrame, Limits, ProviderHealth, ProviderStatus,
-    RequestFrame, ResponseFrame, ReviewFinding, ReviewMode, ReviewRequest, RevisionsContext,
-    RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
-    RunFailed, RunKind, RunState, Severity, Side, SkippedFile, Stage, StageChanged, TextDelta,
-    ToolCallResult, ToolCompleted, ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
+    AgentEvent, ApiResponse, Capabilities, ChatMessage, ChatRequest, ChatRole, ChunkFrame,
+    CommandCapabilities, Confidence, ContextAdded, ContextItem, DiffContext, DiffRefs, Effort,
+    ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence, FileContext, FindingCreated,
+    FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, Limits,
+    ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding, ReviewMode,
+    ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext, RuleCapabilities,
+    RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated, RunFailed, RunKind,
+    RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged,
+    TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted, Usage, Warning,
+    encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -113,9 +117,19 @@ impl TsFile {
 
     /// The union `T.<ty>` is exactly these string literals.
     fn union(&mut self, ty: &str, members: &[String]) {
-        assert!(!members.is_empty(), "{ty}: no members");
+        self.union_of(&format!("T.{ty}"), members);
+    }
+
+    /// The keys of the TypeScript type `expr` (written with `T.`) are exactly `fields`.
+    fn keys(&mut self, expr: &str, fields: &[String]) {
+        self.union_of(&format!("keyof {expr}"), fields);
+    }
+
+    /// The TypeScript type `expr` is exactly the union of these string literals.
+    fn union_of(&mut self, expr: &str, members: &[String]) {
+        assert!(!members.is_empty(), "{expr}: no members");
         let literals: Vec<String> = members.iter().map(|m| json!(m).to_string()).collect();
-        writeln!(self.text, "equal<T.{ty}, {}>(true);", literals.join(" | ")).expect("write");
+        writeln!(self.text, "equal<{expr}, {}>(true);", literals.join(" | ")).expect("write");
     }
 
     fn line(&mut self, line: &str) {
@@ -179,6 +193,44 @@ fn wire(value: &impl Serialize) -> String {
         .as_str()
         .expect("a string")
         .to_owned()
+}
+
+// === Field names of a struct, as serde reads them ===
+
+/// A deserializer that only records the field names `#[derive(Deserialize)]` passes to
+/// `deserialize_struct` (the wire names, after `rename_all`/`rename`), then stops.
+struct FieldNames<'a>(&'a std::cell::Cell<Option<&'static [&'static str]>>);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.set(Some(fields));
+        Err(serde::de::Error::custom("fields recorded"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// Every wire field name of the struct `T`, optional ones included.
+fn fields<T: serde::de::DeserializeOwned>() -> Vec<String> {
+    let cell = std::cell::Cell::new(None);
+    let _ = T::deserialize(FieldNames(&cell));
+    let names = cell.get().expect("T is a struct with named fields");
+    names.iter().map(|&n| n.to_owned()).collect()
 }
 
 // === Constructed values ===
@@ -836,6 +888,127 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             .join(" | ")
     ));
 
+    // Field names, both ways: every field a Rust struct reads (optional ones included) is a key
+    // of its index.d.ts type and nothing else is. Event payloads are compared without the
+    // envelope, context items without `kind`, frames without `type`.
+    let envelope = "\"type\" | \"runId\" | \"seq\" | \"at\"";
+    let event_keys = |interface: &str| format!("Exclude<keyof T.{interface}, {envelope}>");
+    for (expr, names) in [
+        (event_keys("RunCreatedEvent"), fields::<RunCreated>()),
+        (event_keys("StageChangedEvent"), fields::<StageChanged>()),
+        (event_keys("ContextAddedEvent"), fields::<ContextAdded>()),
+        (event_keys("ToolStartedEvent"), fields::<ToolStarted>()),
+        (event_keys("ToolCompletedEvent"), fields::<ToolCompleted>()),
+        (event_keys("TextDeltaEvent"), fields::<TextDelta>()),
+        (
+            event_keys("FindingCreatedEvent"),
+            fields::<FindingCreated>(),
+        ),
+        (event_keys("WarningEvent"), fields::<Warning>()),
+        (event_keys("RunCompletedEvent"), fields::<RunCompleted>()),
+        (event_keys("RunFailedEvent"), fields::<RunFailed>()),
+        (event_keys("RunCancelledEvent"), fields::<RunCancelled>()),
+        (
+            "Exclude<keyof T.ClientHelloFrame | keyof T.GatewayHelloFrame, \"type\">".to_owned(),
+            fields::<HelloFrame>(),
+        ),
+        (
+            "Exclude<keyof T.RequestFrame, \"type\">".to_owned(),
+            fields::<RequestFrame>(),
+        ),
+        (
+            "Exclude<keyof T.ResponseFrame, \"type\">".to_owned(),
+            fields::<ResponseFrame>(),
+        ),
+        (
+            "Exclude<keyof T.EventFrame, \"type\">".to_owned(),
+            fields::<EventFrame>(),
+        ),
+        (
+            "Exclude<keyof T.EndFrame, \"type\">".to_owned(),
+            fields::<IdFrame>(),
+        ),
+        (
+            "Exclude<keyof T.CancelFrame, \"type\">".to_owned(),
+            fields::<IdFrame>(),
+        ),
+        (
+            "Exclude<keyof T.ErrorFrame, \"type\">".to_owned(),
+            fields::<ErrorFrame>(),
+        ),
+        (
+            "Exclude<keyof T.ChunkFrame, \"type\">".to_owned(),
+            fields::<ChunkFrame>(),
+        ),
+    ] {
+        ts.union_of(&expr, &names);
+    }
+    let context = |kind: &str| {
+        format!("Exclude<keyof Extract<T.ContextItem, {{ kind: \"{kind}\" }}>, \"kind\">")
+    };
+    for (expr, names) in [
+        ("T.ErrorObject", fields::<ErrorObject>()),
+        ("T.ReviewFinding", fields::<ReviewFinding>()),
+        ("T.Evidence", fields::<Evidence>()),
+        ("T.SkippedFile", fields::<SkippedFile>()),
+        ("T.RuleSetSummary", fields::<RuleSetSummary>()),
+        (
+            "NonNullable<T.RunCompletedEvent[\"usage\"]>",
+            fields::<Usage>(),
+        ),
+        ("T.Health", fields::<Health>()),
+        (
+            "T.Health[\"providers\"][number]",
+            fields::<ProviderHealth>(),
+        ),
+        ("T.Capabilities", fields::<Capabilities>()),
+        ("T.Capabilities[\"rules\"]", fields::<RuleCapabilities>()),
+        (
+            "T.Capabilities[\"commands\"]",
+            fields::<CommandCapabilities>(),
+        ),
+        ("T.Capabilities[\"limits\"]", fields::<Limits>()),
+        ("T.ToolDescription", fields::<ToolDescription>()),
+        ("T.ToolCallResult", fields::<ToolCallResult>()),
+        ("T.ReviewRequest", fields::<ReviewRequest>()),
+        ("T.ReviewRequest[\"target\"]", fields::<ReviewTarget>()),
+        (
+            "T.ReviewRequest[\"target\"][\"diffRefs\"]",
+            fields::<DiffRefs>(),
+        ),
+        (
+            "NonNullable<T.ReviewRequest[\"scope\"]>",
+            fields::<ReviewScope>(),
+        ),
+        (
+            "NonNullable<NonNullable<T.ReviewRequest[\"scope\"]>[\"selection\"]>",
+            fields::<ScopeSelection>(),
+        ),
+        (
+            "NonNullable<T.ReviewRequest[\"policy\"]>",
+            fields::<ReviewPolicy>(),
+        ),
+        ("T.ChatRequest", fields::<ChatRequest>()),
+        (
+            "T.ChatRequest[\"messages\"][number]",
+            fields::<ChatMessage>(),
+        ),
+    ] {
+        ts.keys(expr, &names);
+    }
+    ts.union_of(
+        "Exclude<keyof NonNullable<T.ChatRequest[\"context\"]>, \"kind\">",
+        &fields::<SelectionContext>(),
+    );
+    for (kind, names) in [
+        ("revisions", fields::<RevisionsContext>()),
+        ("diff", fields::<DiffContext>()),
+        ("ruleSets", fields::<RuleSetsContext>()),
+        ("file", fields::<FileContext>()),
+    ] {
+        ts.union_of(&context(kind), &names);
+    }
+
     // Constructed values: every variant.
     let payloads = payloads();
     let sampled: BTreeSet<&str> = payloads.iter().map(EventPayload::event_type).collect();
@@ -1100,7 +1273,8 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     let (ok, output) = tsc(dir.path(), "values.ts");
     assert!(
         ok,
-        "index.d.ts disagrees with the Rust protocol types ({} values, kept in {}):\n{output}",
+        "index.d.ts disagrees with the Rust protocol types ({} values, kept in {}; a failing \
+         `equal<A, B>(true)` line is a union or key set that differs):\n{output}",
         ts.count,
         kept.display()
     );
