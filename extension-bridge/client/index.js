@@ -30,9 +30,10 @@ export class GatewayError extends Error {
   }
 }
 
+const GENERIC_REMEDIATION =
+  "Start the gateway (`review-agent-gateway serve`) or install the companion extension.";
 const unavailable = (message) =>
-  new GatewayError({ code: "gateway.unavailable", message, retryable: true,
-    remediation: "Start the gateway (`review-agent-gateway serve`) or install the companion extension." });
+  new GatewayError({ code: "gateway.unavailable", message, retryable: true, remediation: GENERIC_REMEDIATION });
 
 /** A minimal async queue: push values, then end or fail; iterate with for await. */
 class Queue {
@@ -374,6 +375,9 @@ export async function connect(options = {}) {
   const wsUrl = options.wsUrl ?? `ws://127.0.0.1:${port}/v1/ws`;
   const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
   const failures = [];
+  // A remediation more specific than "start the gateway", e.g. the extension's "install the
+  // native host" when the extension is there but its host is not.
+  let remediation = null;
   for (const kind of transports) {
     try {
       if (kind === "extension" && typeof window !== "undefined") return new Gateway(await connectExtension(extensionTimeoutMs, helloTimeoutMs), failures);
@@ -385,7 +389,12 @@ export async function connect(options = {}) {
       }
     } catch (error) {
       failures.push(`${kind}: ${error.message}`);
+      if (kind === "extension" && error.remediation && error.remediation !== GENERIC_REMEDIATION) {
+        remediation ??= error.remediation;
+      }
     }
   }
-  throw unavailable(`no transport answered (${failures.join("; ")})`);
+  const error = unavailable(`no transport answered (${failures.join("; ")})`);
+  if (remediation) error.remediation = remediation;
+  throw error;
 }

@@ -319,7 +319,9 @@ async function main() {
     check(state, `no report for ${step.name}`);
     check(!state.error, `${step.name}: ${state.error}`);
     if (step.error) {
-      check(state.state === "error" && state.status.includes(step.error) && state.marker === "extension",
+      // The reason, and the extension's remediation (install the host), not the generic one.
+      check(state.state === "error" && state.status.includes(step.error) && state.marker === "extension"
+          && state.status.includes("review-agent-gateway install"),
         `${step.name}: expected the content script's marker and an error saying ${JSON.stringify(step.error)}, got ${state.state} (marker ${state.marker}): ${state.status}`);
       console.log(`firefox ${step.name}: the page says ${JSON.stringify(state.status)}`);
       continue;
