@@ -118,7 +118,20 @@ export type ContextItem =
   | { kind: "revisions"; baseSha: string; headSha: string; baseRef?: string; headRef?: string }
   | { kind: "diff"; files: number; additions: number; deletions: number }
   | { kind: "ruleSets"; ruleSetVersion: string; ruleSets: RuleSetSummary[] }
-  | { kind: "file"; path: string; startLine?: number; endLine?: number };
+  | { kind: "file"; path: string; startLine?: number; endLine?: number }
+  | {
+      /** The model a run works with, and its budget (this gateway's addition). */
+      kind: "model";
+      providerId: string;
+      /** `openai-compatible` or `anthropic`. */
+      providerKind: string;
+      model: string;
+      maxContextTokens: number;
+      maxToolCalls: number;
+      maxOutputTokens?: number;
+      /** Whether the model is offered the read-only repository tools. */
+      tools: boolean;
+    };
 
 export interface ContextAddedEvent extends EventEnvelope<"context.added"> {
   context: ContextItem;

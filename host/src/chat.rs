@@ -100,6 +100,12 @@ pub fn run_with(
             from_cache: None,
         });
     }
+    emitter.emit(crate::review::model::model_context(
+        options.provider.as_ref(),
+        &options.model,
+        &options.budget,
+        options.tools.is_some(),
+    ));
     if let Some(selection) = &options.selection {
         emitter.emit(ContextAdded {
             context: ContextItem::File(FileContext {

@@ -1163,6 +1163,10 @@ fn event_summary(event: &AgentEvent) -> String {
                 (Some(start), Some(end)) => format!("file {}:{start}-{end}", f.path),
                 _ => format!("file {}", f.path),
             },
+            ContextItem::Model(m) => format!(
+                "model {} via {} ({} tokens of context, {} tool calls)",
+                m.model, m.provider_id, m.max_context_tokens, m.max_tool_calls
+            ),
         },
         EventPayload::ToolStarted(started) => format!("{} ({})", started.tool, started.call_id),
         EventPayload::ToolCompleted(done) => match &done.error {

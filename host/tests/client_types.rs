@@ -44,12 +44,12 @@ use review_agent_gateway::protocol::{
     CommandCapabilities, Confidence, ContextAdded, ContextItem, DiffContext, DiffRefs, Effort,
     ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence, FileContext, FindingCreated,
     FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, Limits,
-    ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding, ReviewMode,
-    ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext, RuleCapabilities,
-    RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated, RunFailed, RunKind,
-    RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged,
-    TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted, Usage, Warning,
-    encode_chunked,
+    ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding,
+    ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext,
+    RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
+    RunFailed, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile,
+    Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted,
+    Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -385,13 +385,23 @@ fn contexts(full: bool) -> Vec<ContextItem> {
             start_line: full.then_some(1),
             end_line: full.then_some(9),
         }),
+        ContextItem::Model(ModelContext {
+            provider_id: "local".into(),
+            provider_kind: "openai-compatible".into(),
+            model: "qwen2.5-coder:14b".into(),
+            max_context_tokens: 32768,
+            max_tool_calls: 30,
+            max_output_tokens: full.then_some(12000),
+            tools: full,
+        }),
     ];
     for item in &items {
         match item {
             ContextItem::Revisions(_)
             | ContextItem::Diff(_)
             | ContextItem::RuleSets(_)
-            | ContextItem::File(_) => {}
+            | ContextItem::File(_)
+            | ContextItem::Model(_) => {}
         }
     }
     items
@@ -1005,6 +1015,7 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         ("diff", fields::<DiffContext>()),
         ("ruleSets", fields::<RuleSetsContext>()),
         ("file", fields::<FileContext>()),
+        ("model", fields::<ModelContext>()),
     ] {
         ts.union_of(&context(kind), &names);
     }

@@ -676,6 +676,7 @@ fn chat_with_tools_streams_events_and_keeps_secrets_and_paths_out() {
         [
             "run.created",
             "context.added",
+            "context.added",
             "tool.started",
             "tool.completed",
             "run.completed"
@@ -685,6 +686,11 @@ fn chat_with_tools_streams_events_and_keeps_secrets_and_paths_out() {
     assert_eq!(events[0].2["requestId"], "chat-1");
     assert_eq!(
         events[1].2["context"],
+        json!({"kind": "model", "providerId": "fake", "providerKind": "openai-compatible",
+            "model": "fake-model", "maxContextTokens": 32768, "maxToolCalls": 60, "tools": true})
+    );
+    assert_eq!(
+        events[2].2["context"],
         json!({"kind": "file", "path": "app.py", "startLine": 2, "endLine": 2})
     );
     assert_eq!(of_type(&events, "tool.started")[0]["tool"], "file_read");
@@ -813,10 +819,15 @@ fn chat_requests_the_gateway_refuses_and_failed_or_cancelled_chats_are_not_resum
     let events = gw.authed("POST", "/v1/chat", Some(&plain)).sse();
     assert_eq!(
         types(&events),
-        ["run.created", "context.added", "run.failed"],
+        [
+            "run.created",
+            "context.added",
+            "context.added",
+            "run.failed"
+        ],
         "{events:?}"
     );
-    assert_eq!(events[2].2["error"]["code"], "provider.request_rejected");
+    assert_eq!(events[3].2["error"]["code"], "provider.request_rejected");
     assert_eq!(fake.scripted_requests()[0].json().get("tools"), None);
     let run = run_id(&events);
     let resumed = gw.authed("POST", &format!("/v1/runs/{run}/resume"), None);
@@ -953,6 +964,7 @@ fn chat_over_the_websocket_streams_the_same_events() {
         kinds,
         [
             "run.created",
+            "context.added",
             "context.added",
             "tool.started",
             "tool.completed",

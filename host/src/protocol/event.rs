@@ -262,6 +262,9 @@ pub enum ContextItem {
     /// `"kind": "file"`: a file (range) read into the model context.
     #[serde(rename = "file")]
     File(FileContext),
+    /// `"kind": "model"`: the model a run works with, and its budget (this gateway's addition).
+    #[serde(rename = "model")]
+    Model(ModelContext),
 }
 
 /// Fields of [`ContextItem::Revisions`].
@@ -328,6 +331,28 @@ pub struct FileContext {
     /// Last line read, 1-based, inclusive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_line: Option<u32>,
+}
+
+/// Fields of [`ContextItem::Model`]: which provider and model a run asks, and within what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelContext {
+    /// The `providerId`.
+    pub provider_id: String,
+    /// The provider's implementation: `openai-compatible` or `anthropic`.
+    pub provider_kind: String,
+    /// The model name sent to the provider.
+    pub model: String,
+    /// Prompt + answer tokens of one request (the smaller of the provider's context window,
+    /// the policy's `maxContextTokens` and `[limits] max_context_tokens`).
+    pub max_context_tokens: u64,
+    /// Repository tool calls the run may make.
+    pub max_tool_calls: u32,
+    /// Model output tokens the run may use, when limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// Whether the model is offered the read-only repository tools.
+    pub tools: bool,
 }
 
 /// Payload of `tool.started` (draft §7, §10).

@@ -154,6 +154,12 @@ pub fn run(
         files: files.iter().map(|f| (f.path.clone(), *f)).collect(),
         accepted: Vec::new(),
     };
+    emitter.emit(model_context(
+        model.provider.as_ref(),
+        &model.model,
+        &model.budget,
+        offer_tools,
+    ));
     let system = system_prompt(model, selection, &paths, offer_tools);
     let fixed = estimate_tokens(&system) + specs_tokens(&host.specs());
     // Room for tool results and the model's own turns.
@@ -226,6 +232,26 @@ pub fn run(
     }
     outcome.findings = host.accepted;
     outcome
+}
+
+/// The `context.added` of kind `model` for a run of `model` on `provider` within `budget`.
+pub fn model_context(
+    provider: &dyn Provider,
+    model: &str,
+    budget: &Budget,
+    tools: bool,
+) -> crate::protocol::ContextAdded {
+    crate::protocol::ContextAdded {
+        context: crate::protocol::ContextItem::Model(crate::protocol::ModelContext {
+            provider_id: provider.id().to_owned(),
+            provider_kind: provider.kind().as_str().to_owned(),
+            model: model.to_owned(),
+            max_context_tokens: budget.max_context_tokens,
+            max_tool_calls: budget.max_tool_calls,
+            max_output_tokens: budget.max_output_tokens,
+            tools,
+        }),
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {
