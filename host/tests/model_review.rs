@@ -154,6 +154,15 @@ fn rule_and_model_findings_together_and_what_the_model_was_sent() {
         stages,
         ["resolve", "diff", "rules", "model", "validate", "done"]
     );
+    let model_context: Vec<&Value> = of_type(&events, "context.added")
+        .into_iter()
+        .filter(|e| e["context"]["kind"] == "model")
+        .collect();
+    assert_eq!(
+        model_context[0]["context"],
+        json!({"kind": "model", "providerId": "fake", "providerKind": "openai-compatible",
+            "model": "fake-model", "maxContextTokens": 32768, "maxToolCalls": 60, "tools": true})
+    );
     let rule = findings(&events, "rule");
     assert_eq!(rule.len(), 1, "{events:?}");
     assert_eq!(rule[0]["startLine"], 2);
