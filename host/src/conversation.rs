@@ -13,8 +13,9 @@
 //!   estimated ([`estimate_tokens`]) before each request; one that cannot fit with room for
 //!   [`MIN_OUTPUT_TOKENS`] of answer stops the loop with a `warning`.
 //!
-//! Text pieces are coalesced into one `text.delta` per [`TEXT_DELTA_EVERY`] (a model streams a
-//! token at a time; each event is a store commit in the daemon).
+//! Text goes out as it comes, but at most one `text.delta` per [`TEXT_DELTA_EVERY`]: pieces that
+//! arrive sooner are sent together at the end of that window (a model streams a token at a
+//! time; each event is a store commit in the daemon). The first piece is never held back.
 //!
 //! A stream that breaks in a retryable way before the model finished its turn is retried from
 //! the start of the turn (at most [`TURN_RETRIES`] times, with a `warning`
@@ -323,7 +324,7 @@ fn message_tokens(message: &Message) -> u64 {
         .sum()
 }
 
-/// Text pieces arriving within this long of the first are sent as one `text.delta`.
+/// The shortest time between two `text.delta`s of a turn; pieces in between are sent together.
 pub const TEXT_DELTA_EVERY: Duration = Duration::from_millis(50);
 
 fn emit_text(emitter: &mut Emitter<'_>, pending: &mut String) {
@@ -404,17 +405,19 @@ async fn turn(
     let mut text = String::new();
     let mut calls = Vec::new();
     let mut usage = None;
-    // Text not yet emitted, and when its first piece came: pieces are coalesced into one
-    // `text.delta` per [`TEXT_DELTA_EVERY`] (each event is a store commit in the daemon).
+    // Text not yet emitted, and when a `text.delta` was last emitted: a piece goes out at once
+    // when none went out in the last [`TEXT_DELTA_EVERY`], else it waits for the end of that
+    // window together with the pieces after it (each event is a store commit in the daemon).
     let mut pending = String::new();
-    let mut pending_since = tokio::time::Instant::now();
+    let mut last_emit: Option<tokio::time::Instant> = None;
     loop {
-        let deadline = pending_since + TEXT_DELTA_EVERY;
+        let deadline = last_emit.map_or_else(tokio::time::Instant::now, |at| at + TEXT_DELTA_EVERY);
         let item = tokio::select! {
             biased;
             () = cancel.cancelled() => return Ok(None),
             () = tokio::time::sleep_until(deadline), if !pending.is_empty() => {
                 emit_text(emitter, &mut pending);
+                last_emit = Some(tokio::time::Instant::now());
                 continue;
             }
             item = stream.next() => item,
@@ -424,11 +427,13 @@ async fn turn(
         }
         match item {
             Some(Ok(StreamEvent::TextDelta(piece))) => {
-                if pending.is_empty() {
-                    pending_since = tokio::time::Instant::now();
-                }
-                pending.push_str(&piece);
                 text.push_str(&piece);
+                pending.push_str(&piece);
+                let now = tokio::time::Instant::now();
+                if last_emit.is_none_or(|at| now >= at + TEXT_DELTA_EVERY) {
+                    emit_text(emitter, &mut pending);
+                    last_emit = Some(now);
+                }
             }
             Some(Ok(StreamEvent::ToolCall(call))) => calls.push(call),
             Some(Ok(StreamEvent::Usage(u))) => usage = Some(u),

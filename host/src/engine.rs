@@ -138,6 +138,8 @@ struct Inner {
     indexing: Mutex<HashSet<String>>,
     // Provider health by the provider's config (as JSON): when probed, and the answer.
     probes: Mutex<HashMap<String, (Instant, ProviderStatus)>>,
+    // The providers' HTTP clients, shared by every run of this process (one runtime).
+    clients: crate::providers::ClientPool,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -191,6 +193,7 @@ impl Gateway {
                 symbols: std::sync::OnceLock::new(),
                 indexing: Mutex::new(HashSet::new()),
                 probes: Mutex::new(HashMap::new()),
+                clients: crate::providers::ClientPool::new(),
             }),
         };
         gateway.purge()?;
@@ -259,7 +262,11 @@ impl Gateway {
         }
         let config = config.clone();
         // Key lookup may touch the OS keyring over D-Bus: keep it off the async workers.
-        let built = tokio::task::spawn_blocking(move || crate::providers::build(&config)).await;
+        let gateway = self.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            crate::providers::build(&config, Some(&gateway.inner.clients))
+        })
+        .await;
         let status = match built {
             Ok(Ok(provider)) => provider.probe().await,
             Ok(Err(error)) if error.code == codes::PROVIDER_NOT_CONFIGURED => {
@@ -550,12 +557,17 @@ impl Gateway {
             ));
         }
         let config = self.config();
-        let (provider, model) = crate::providers::select(&config, request.provider_id.as_deref(), request.model.as_deref())?
+        let (provider, model) = crate::providers::select(
+            &config,
+            request.provider_id.as_deref(),
+            request.model.as_deref(),
+            Some(&self.inner.clients),
+        )?
             .ok_or_else(|| {
                 GatewayError::new(
                     codes::PROVIDER_NOT_CONFIGURED,
-                    "chat needs a model provider, and the request names none (and the config                      sets no `default_provider`)",
-                    "Send `providerId` (see GET /v1/health for the configured providers), or set                      `default_provider` in config.toml.",
+                    "chat needs a model provider, and the request names none (and the config sets no `default_provider`)",
+                    "Send `providerId` (see GET /v1/health for the configured providers), or set `default_provider` in config.toml.",
                 )
             })?;
         let selection = request.context.as_ref().map(|c| match c {
@@ -565,8 +577,8 @@ impl Gateway {
             let selection = selection.as_ref().ok_or_else(|| {
                 GatewayError::new(
                     codes::REPOSITORY_NOT_MAPPED,
-                    "`toolsEnabled` needs a `context` naming the GitLab project whose repository                      the tools read",
-                    "Send `context` with `gitlabOrigin` and `projectPath`, or set `toolsEnabled`                      to false.",
+                    "`toolsEnabled` needs a `context` naming the GitLab project whose repository the tools read",
+                    "Send `context` with `gitlabOrigin` and `projectPath`, or set `toolsEnabled` to false.",
                 )
             })?;
             let mapping = config
@@ -807,6 +819,7 @@ impl Gateway {
             &config,
             request.provider_id.as_deref(),
             request.model.as_deref(),
+            Some(&self.inner.clients),
         )?;
         let mapping = config
             .find_mapping(&target.gitlab_origin, &target.project_path)

@@ -239,6 +239,7 @@ pub fn select(
     config: &Config,
     provider_id: Option<&str>,
     model: Option<&str>,
+    pool: Option<&ClientPool>,
 ) -> Result<Option<Selected>, GatewayError> {
     let Some(id) = provider_id
         .or(config.default_provider.as_deref())
@@ -258,10 +259,10 @@ pub fn select(
                     format!("{}, and `builtin` for rules only", known.join(", "))
                 }
             ),
-            "Add a [[providers]] entry to config.toml (`review-agent-gateway providers list`                  shows them), or use providerId \"builtin\".",
+            "Add a [[providers]] entry to config.toml (`review-agent-gateway providers list` shows them), or use providerId \"builtin\".",
         )
     })?;
-    let provider = build(provider_config)?;
+    let provider = build(provider_config, pool)?;
     let model = model
         .map(str::to_owned)
         .or_else(|| provider.default_model().map(str::to_owned))
@@ -277,17 +278,52 @@ pub fn select(
     Ok(Some((provider, model)))
 }
 
-/// The client of a `[[providers]]` entry, with its key from [`crate::security::secrets`].
+/// The client of a `[[providers]]` entry, with its key from [`crate::security::secrets`]
+/// (looked up each time, so a `providers set-key` takes effect at the next run), on an HTTP
+/// client of `pool` when given.
 ///
 /// # Errors
 /// As [`from_config`] and [`crate::security::secrets::resolve`].
-pub fn build(config: &ProviderConfig) -> Result<Arc<dyn Provider>, GatewayError> {
+pub fn build(
+    config: &ProviderConfig,
+    pool: Option<&ClientPool>,
+) -> Result<Arc<dyn Provider>, GatewayError> {
     let paths = crate::config::Paths::discover()?;
     let key = crate::security::secrets::resolve(config, &paths)?.map(|(key, _)| key);
-    from_config(config, key)
+    with_client(config, key, pool)
 }
 
-/// Build the client of a `[[providers]]` entry with its key (if any).
+/// HTTP clients shared by the providers of one process, one per request timeout. A
+/// `reqwest::Client` is a handle to a connection pool: sharing it spares each run reloading the
+/// system's CA certificates (~3 ms) and reuses kept-alive connections and TLS sessions. Use a
+/// pool from one tokio runtime only (pooled connections belong to the runtime that opened
+/// them); the daemon keeps one.
+#[derive(Debug, Default)]
+pub struct ClientPool {
+    clients: std::sync::Mutex<Vec<(Duration, reqwest::Client)>>,
+}
+
+impl ClientPool {
+    /// An empty pool.
+    pub fn new() -> ClientPool {
+        ClientPool::default()
+    }
+
+    fn client(&self, timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, client)) = clients.iter().find(|(t, _)| *t == timeout) {
+            return Ok(client.clone());
+        }
+        let client = http::new_client(timeout)?;
+        clients.push((timeout, client.clone()));
+        Ok(client)
+    }
+}
+
+/// Build the client of a `[[providers]]` entry with its key (if any), on a new HTTP client.
 ///
 /// # Errors
 /// `provider.not_configured` when an `anthropic` provider has no key (it cannot work without
@@ -296,7 +332,30 @@ pub fn from_config(
     config: &ProviderConfig,
     key: Option<ApiKey>,
 ) -> Result<Arc<dyn Provider>, GatewayError> {
-    let settings = http::Settings::from_config(config, key)?;
+    with_client(config, key, None)
+}
+
+fn with_client(
+    config: &ProviderConfig,
+    key: Option<ApiKey>,
+    pool: Option<&ClientPool>,
+) -> Result<Arc<dyn Provider>, GatewayError> {
+    let timeout = http::timeout_of(config);
+    let client = match pool {
+        Some(pool) => pool.client(timeout),
+        None => http::new_client(timeout),
+    }
+    .map_err(|e| {
+        GatewayError::new(
+            codes::INTERNAL,
+            format!(
+                "cannot build the HTTP client of provider `{}`: {e}",
+                config.id
+            ),
+            "Report this bug.",
+        )
+    })?;
+    let settings = http::Settings::from_config(config, key, client);
     Ok(match config.kind {
         ProviderKind::OpenaiCompatible => {
             Arc::new(openai_compatible::OpenAiCompatible::new(settings))

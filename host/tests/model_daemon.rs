@@ -1082,6 +1082,9 @@ fn the_same_model_review_again_comes_from_the_cache_and_another_model_is_a_miss(
     let requests = fake.scripted_requests();
     assert_eq!(requests.len(), 4);
     assert_eq!(requests[2].json()["model"], "fake-model-large");
+    // Runs share the daemon's HTTP client: the third run's requests reuse the first run's
+    // kept-alive connection.
+    assert_eq!(requests[2].connection, requests[0].connection);
     // So is the rules-only review of the same range (the `builtin` provider).
     let mut builtin = gw.review_body("cache-4");
     builtin["providerId"] = json!("builtin");

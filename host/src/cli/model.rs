@@ -101,8 +101,12 @@ pub fn review_model(
     };
     let loaded = Config::load(args.config.as_deref())?;
     let config = loaded.config();
-    let Some((provider, model)) =
-        review_agent_gateway::providers::select(config, Some(provider_id), args.model.as_deref())?
+    let Some((provider, model)) = review_agent_gateway::providers::select(
+        config,
+        Some(provider_id),
+        args.model.as_deref(),
+        None,
+    )?
     else {
         return Ok(None);
     };
@@ -220,6 +224,7 @@ fn chat_options(
         config,
         args.provider.as_deref(),
         args.model.as_deref(),
+        None,
     )?
     .ok_or_else(|| {
         GatewayError::new(

@@ -17,7 +17,6 @@ use super::{
     ModelRequest, Provider, ProviderError, StreamEvent,
 };
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::error::{GatewayError, codes};
 use crate::protocol::ProviderStatus;
 use crate::security::secrets::ApiKey;
 
@@ -134,32 +133,14 @@ impl Settings {
     pub fn from_config(
         config: &ProviderConfig,
         key: Option<ApiKey>,
-    ) -> Result<Settings, GatewayError> {
-        let timeout = Duration::from_secs(
-            config
-                .request_timeout_secs
-                .unwrap_or(DEFAULT_REQUEST_TIMEOUT_SECS),
-        );
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .read_timeout(timeout)
-            .user_agent(concat!("review-agent-gateway/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                GatewayError::new(
-                    codes::INTERNAL,
-                    format!(
-                        "cannot build the HTTP client of provider `{}`: {e}",
-                        config.id
-                    ),
-                    "Report this bug.",
-                )
-            })?;
+        client: reqwest::Client,
+    ) -> Settings {
+        let timeout = timeout_of(config);
         let default_window = match config.kind {
             ProviderKind::OpenaiCompatible => DEFAULT_OPENAI_CONTEXT_WINDOW,
             ProviderKind::Anthropic => DEFAULT_ANTHROPIC_CONTEXT_WINDOW,
         };
-        Ok(Settings {
+        Settings {
             id: config.id.clone(),
             base_url: config.base_url.trim_end_matches('/').to_owned(),
             model: config.model.clone(),
@@ -171,7 +152,7 @@ impl Settings {
             max_retries: config.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
             key,
             client,
-        })
+        }
     }
 
     /// POST `body` as JSON to `url` and return the successful response, retrying as the module
@@ -251,6 +232,25 @@ impl Settings {
             Ok(Ok(response)) => Err(status_error(url, response).await),
         }
     }
+}
+
+/// The request timeout of a provider (`request_timeout_secs`, default
+/// [`DEFAULT_REQUEST_TIMEOUT_SECS`]).
+pub(super) fn timeout_of(config: &ProviderConfig) -> Duration {
+    Duration::from_secs(
+        config
+            .request_timeout_secs
+            .unwrap_or(DEFAULT_REQUEST_TIMEOUT_SECS),
+    )
+}
+
+/// A new HTTP client for providers with this request timeout (connect at most 10 s of it).
+pub(super) fn new_client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .read_timeout(timeout)
+        .user_agent(concat!("review-agent-gateway/", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// The error of a non-success response (its body read, cut to [`ERROR_BODY_CHARS`]).

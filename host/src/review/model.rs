@@ -129,7 +129,7 @@ pub fn run(
             emitter.emit(Warning {
                 code: "model.tools_omitted".into(),
                 message: format!(
-                    "the model's context of {window} tokens leaves no room for the repository                      tools (~{with_tools} tokens with them), so the model reviews the diff alone"
+                    "the model's context of {window} tokens leaves no room for the repository tools (~{with_tools} tokens with them), so the model reviews the diff alone"
                 ),
                 path: None,
                 remediation: Some(CONTEXT_REMEDIATION.into()),
