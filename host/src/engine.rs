@@ -752,9 +752,10 @@ impl Gateway {
         Ok(futures_util::stream::unfold(state, Subscription::next))
     }
 
-    /// Stop accepting runs, wait up to `grace` for running ones, then stop committing events
-    /// and mark what still runs `interrupted` (its committed events stay; resume continues it
-    /// after a restart). The caller then ends the process without waiting for review threads.
+    /// Stop accepting runs, wait up to `grace` for running ones, then stop committing events,
+    /// mark what still runs `interrupted` (its committed events stay; resume continues it after
+    /// a restart) and cancel it, so model streams close and subscriptions end. The caller then
+    /// ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
         let deadline = Instant::now() + grace;
@@ -774,6 +775,13 @@ impl Gateway {
             });
             if let Err(error) = result {
                 tracing::error!(%run_id, %error, "could not mark the run interrupted");
+            }
+            // Stop its work (a model stream is dropped at once); its task then ends, which
+            // ends its subscribers' streams, so the server's connections can close.
+            if let Some(live) = self.live(&run_id) {
+                live.cancel.store(true, Ordering::Relaxed);
+                live.cancel_token.cancel();
+                live.cancelled.notify_waiters();
             }
         }
     }

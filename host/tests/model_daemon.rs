@@ -9,7 +9,8 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::fake_provider::{
@@ -78,18 +79,7 @@ impl Gateway {
             ),
         )
         .expect("write config");
-        let no_bus = format!("unix:path={}/no-bus", home.path().display());
-        let mut child = http::spawn_serve(
-            home.path(),
-            &[
-                ("FAKE_KEY", KEY),
-                // No key from the test's own environment or the user's keyring.
-                ("OPENAI_API_KEY", ""),
-                ("ANTHROPIC_API_KEY", ""),
-                ("DBUS_SESSION_BUS_ADDRESS", &no_bus),
-            ],
-        );
-        let port = read_port(&mut child);
+        let (child, port) = Gateway::serve(home.path());
         let token = token(home.path());
         Gateway {
             child,
@@ -100,6 +90,42 @@ impl Gateway {
             base,
             head,
         }
+    }
+
+    /// A `serve` child on a free port for gateway home `home`, and its port.
+    fn serve(home: &Path) -> (Child, u16) {
+        let no_bus = format!("unix:path={}/no-bus", home.display());
+        let mut child = http::spawn_serve(
+            home,
+            &[
+                ("FAKE_KEY", KEY),
+                // No key from the test's own environment or the user's keyring.
+                ("OPENAI_API_KEY", ""),
+                ("ANTHROPIC_API_KEY", ""),
+                ("DBUS_SESSION_BUS_ADDRESS", &no_bus),
+            ],
+        );
+        let port = read_port(&mut child);
+        (child, port)
+    }
+
+    /// SIGTERM the daemon and wait for it to exit; how long that took.
+    fn terminate(&mut self) -> Duration {
+        let asked = Instant::now();
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let _ = self.child.wait();
+        asked.elapsed()
+    }
+
+    /// Start the daemon again on the same home (a new port).
+    fn restart(&mut self) {
+        let (child, port) = Gateway::serve(self.home.path());
+        self.child = child;
+        self.port = port;
     }
 
     /// [`Gateway::start`] with the fake as provider `fake` of `kind` (key from `FAKE_KEY`, a
@@ -560,6 +586,56 @@ fn a_slow_model_is_cancelled_at_once_and_resume_finishes_the_review() {
     assert_eq!(findings(&all, "model").len(), 1);
     assert!(!findings(&all, "rule").is_empty());
     assert_eq!(fake.scripted_requests().len(), 3);
+}
+
+#[test]
+fn sigterm_interrupts_a_long_model_review_after_the_grace_and_resume_finishes_it() {
+    let fake = FakeProvider::start();
+    let mut slow = OpenAiStream::new();
+    for i in 0..100 {
+        slow = slow.text(&format!("thinking {i}. "));
+    }
+    // 30 s of streaming: far longer than the shutdown grace.
+    fake.push(slow.end("stop", 100, 50).delay(Duration::from_millis(300)));
+    let mut gw = Gateway::with_fake(&fake, ProviderKind::OpenaiCompatible);
+    let mut stream = gw.stream("POST", "/v1/reviews", Some(&gw.review_body("long")));
+    let mut seen = Vec::new();
+    while let Some(event) = stream.next_event() {
+        let delta = event.1 == "text.delta";
+        seen.push(event);
+        if delta {
+            break;
+        }
+    }
+    let run = run_id(&seen);
+    let took = gw.terminate();
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(9),
+        "the daemon exited after {took:?}: it gives running reviews 5 s, then interrupts them"
+    );
+    // The client's stream ended, and the gateway closed the model's stream.
+    let _ = stream.rest();
+    let index = fake.scripted_requests()[0].index;
+    assert!(
+        matches!(
+            fake.wait_outcome_blocking(index),
+            Outcome::ClientClosed { .. }
+        ),
+        "the provider stream was not closed by the gateway"
+    );
+
+    gw.restart();
+    let view = gw.authed("GET", &format!("/v1/runs/{run}"), None).json();
+    assert_eq!(view["data"]["state"], "interrupted", "{view}");
+    fake.push(report_turn());
+    fake.push(summary_turn());
+    let resumed = gw.authed("POST", &format!("/v1/runs/{run}/resume"), None);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let all = gw.all_events(&run);
+    assert_gap_free(&all);
+    assert_eq!(all.last().map(|e| e.1.as_str()), Some("run.completed"));
+    assert_each_fingerprint_once(&all);
+    assert_eq!(findings(&all, "model").len(), 1);
 }
 
 // === 3. a provider that fails mid-review ===

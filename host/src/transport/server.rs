@@ -76,20 +76,43 @@ pub async fn serve(
             }
         }
     });
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| {
-            GatewayError::new(
-                codes::INTERNAL,
-                format!("the server stopped: {e}"),
-                "Restart the gateway.",
-            )
-        })?;
+    // On SIGTERM/Ctrl-C the server stops accepting and waits for its connections while the
+    // engine gives running reviews their grace and then interrupts them — which ends the event
+    // streams those connections are waiting on (a model review's may last minutes).
+    let stop = tokio_util::sync::CancellationToken::new();
+    let signal = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            shutdown_signal().await;
+            stop.cancel();
+        }
+    });
+    let stopping = tokio::spawn({
+        let (gateway, stop) = (gateway.clone(), stop.clone());
+        async move {
+            stop.cancelled().await;
+            gateway.shutdown(SHUTDOWN_GRACE).await;
+        }
+    });
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(stop.clone().cancelled_owned())
+        .await;
+    signal.abort();
     purge.abort();
-    gateway.shutdown(Duration::from_secs(5)).await;
-    Ok(())
+    // Also when the server stopped on its own (an accept error): runs are interrupted.
+    stop.cancel();
+    let _ = stopping.await;
+    served.map_err(|e| {
+        GatewayError::new(
+            codes::INTERNAL,
+            format!("the server stopped: {e}"),
+            "Restart the gateway.",
+        )
+    })
 }
+
+/// How long running reviews get to finish on shutdown before they are interrupted.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 async fn shutdown_signal() {
     let ctrl_c = async {
