@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::protocol::{AgentEvent, Confidence, Severity};
+use review_agent_gateway::protocol::{AgentEvent, Confidence, EventPayload, Severity};
 use review_agent_gateway::report::{self, ReportInput};
 use review_agent_gateway::review::{self, ReviewOptions};
 
@@ -576,8 +576,14 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         }
         events.push(event.clone());
     });
-    let outcome = match result {
-        Ok(outcome) => outcome,
+    // A run that failed after it emitted findings (a model provider that broke after the
+    // rules ran) still gets its report: CI keeps the findings, and exits 2 for the failure.
+    let emitted_findings = events
+        .iter()
+        .any(|e| matches!(e.payload, EventPayload::FindingCreated(_)));
+    let (findings, failure) = match result {
+        Ok(outcome) => (outcome.findings, None),
+        Err(error) if emitted_findings => (Vec::new(), Some(error)),
         Err(error) => return fail(&error),
     };
 
@@ -615,6 +621,9 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         }
         return ExitCode::from(2);
     }
+    if let Some(error) = failure {
+        return fail(&error);
+    }
 
     let threshold = match args.fail_on {
         FailOn::Info => Some(Severity::Info),
@@ -624,7 +633,7 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         FailOn::Critical => Some(Severity::Critical),
         FailOn::Never => None,
     };
-    let failing = threshold.is_some_and(|t| outcome.findings.iter().any(|f| f.severity >= t));
+    let failing = threshold.is_some_and(|t| findings.iter().any(|f| f.severity >= t));
     if failing {
         ExitCode::from(1)
     } else {

@@ -497,6 +497,37 @@ fn a_provider_that_refuses_fails_the_run_after_the_rule_findings() {
         "{stderr}"
     );
     assert!(!stderr.contains("sk-fake"));
+
+    // The other formats still carry the rule findings (a CI report is not left empty).
+    fake.push(Reply::openai_error(401, "invalid_api_key", "bad key"));
+    let out = f
+        .command("review")
+        .arg("--repo")
+        .arg(f.repo.path())
+        .args(["--base", &f.base, "--provider", "fake", "--format", "sarif"])
+        .output()
+        .expect("review runs");
+    assert_eq!(out.status.code(), Some(2));
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("a SARIF report on stdout");
+    assert_eq!(
+        sarif["runs"][0]["results"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error[provider.auth_failed]"));
+    fake.push(Reply::openai_error(401, "invalid_api_key", "bad key"));
+    let text = f
+        .command("review")
+        .arg("--repo")
+        .arg(f.repo.path())
+        .args(["--base", &f.base, "--provider", "fake", "--color", "never"])
+        .output()
+        .expect("review runs");
+    assert_eq!(text.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("app.py:2"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
 }
 
 #[test]
