@@ -1,5 +1,6 @@
 //! Chat runs (draft §7): a conversation with a model about what the reviewer is looking at,
-//! streamed as AgentEvents — `run.created`, `context.added` (the selection), `tool.started` /
+//! streamed as AgentEvents — `run.created`, `stage.changed` (`model`, the chat's one stage),
+//! `context.added` (the model, the selection), `tool.started` /
 //! `tool.completed` when tools are enabled, `text.delta`, and `run.completed` with `usage`.
 //!
 //! Decisions:
@@ -100,6 +101,11 @@ pub fn run_with(
             from_cache: None,
         });
     }
+    // One stage, so the run reads `running` while the model answers.
+    emitter.emit(crate::protocol::StageChanged {
+        stage: crate::protocol::Stage::Model,
+        message: None,
+    });
     emitter.emit(crate::review::model::model_context(
         options.provider.as_ref(),
         &options.model,

@@ -751,6 +751,7 @@ fn chat_with_tools_streams_events_and_keeps_secrets_and_paths_out() {
         kinds,
         [
             "run.created",
+            "stage.changed",
             "context.added",
             "context.added",
             "tool.started",
@@ -760,13 +761,14 @@ fn chat_with_tools_streams_events_and_keeps_secrets_and_paths_out() {
     );
     assert_eq!(events[0].2["kind"], "chat");
     assert_eq!(events[0].2["requestId"], "chat-1");
+    assert_eq!(events[1].2["stage"], "model");
     assert_eq!(
-        events[1].2["context"],
+        events[2].2["context"],
         json!({"kind": "model", "providerId": "fake", "providerKind": "openai-compatible",
             "model": "fake-model", "maxContextTokens": 32768, "maxToolCalls": 60, "tools": true})
     );
     assert_eq!(
-        events[2].2["context"],
+        events[3].2["context"],
         json!({"kind": "file", "path": "app.py", "startLine": 2, "endLine": 2})
     );
     assert_eq!(of_type(&events, "tool.started")[0]["tool"], "file_read");
@@ -897,13 +899,14 @@ fn chat_requests_the_gateway_refuses_and_failed_or_cancelled_chats_are_not_resum
         types(&events),
         [
             "run.created",
+            "stage.changed",
             "context.added",
             "context.added",
             "run.failed"
         ],
         "{events:?}"
     );
-    assert_eq!(events[3].2["error"]["code"], "provider.request_rejected");
+    assert_eq!(events[4].2["error"]["code"], "provider.request_rejected");
     assert_eq!(fake.scripted_requests()[0].json().get("tools"), None);
     let run = run_id(&events);
     let resumed = gw.authed("POST", &format!("/v1/runs/{run}/resume"), None);
@@ -934,6 +937,12 @@ fn chat_requests_the_gateway_refuses_and_failed_or_cancelled_chats_are_not_resum
         }
     }
     let run = run_id(&events);
+    // While the model answers, the chat is running (not queued).
+    let view = gw.authed("GET", &format!("/v1/runs/{run}"), None).json();
+    assert_eq!(
+        (view["data"]["state"].as_str(), view["data"]["stage"].as_str()),
+        (Some("running"), Some("model"))
+    );
     let asked = Instant::now();
     let cancel = gw.authed("POST", &format!("/v1/runs/{run}/cancel"), None);
     assert_eq!(cancel.status, 200, "{}", cancel.body);
@@ -1040,6 +1049,7 @@ fn chat_over_the_websocket_streams_the_same_events() {
         kinds,
         [
             "run.created",
+            "stage.changed",
             "context.added",
             "context.added",
             "tool.started",
