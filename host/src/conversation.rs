@@ -364,7 +364,7 @@ async fn turn_with_retries(
             Ok(None) => return Ok(None),
             Err(TurnError { error, streamed }) => {
                 if !(error.is_transient() && streamed) || attempt >= TURN_RETRIES {
-                    return Err(error.into());
+                    return Err(error.for_provider(provider.id()));
                 }
                 attempt += 1;
                 emitter.emit(Warning {

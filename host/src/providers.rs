@@ -259,7 +259,8 @@ pub fn select(
                     format!("{}, and `builtin` for rules only", known.join(", "))
                 }
             ),
-            "Add a [[providers]] entry to config.toml (`review-agent-gateway providers list` shows them), or use providerId \"builtin\".",
+            "Use the id of a [[providers]] entry of config.toml (`review-agent-gateway \
+             providers list` shows them), or add one (README: Model providers).",
         )
     })?;
     let provider = build(provider_config, pool)?;
@@ -269,9 +270,10 @@ pub fn select(
         .ok_or_else(|| {
             GatewayError::new(
                 codes::PROVIDER_NOT_CONFIGURED,
-                format!("provider `{id}` has no default model and the request names none"),
+                format!("provider `{id}` has no default model, and none was given"),
                 format!(
-                    "Send `model`, or set `model = \"...\"` in the [[providers]] entry `{id}`."
+                    "Set `model = \"...\"` in the [[providers]] entry `{id}`, or give the model \
+                     (`--model` on the command line, `model` in a request)."
                 ),
             )
         })?;
@@ -465,57 +467,79 @@ impl ProviderError {
             | ProviderError::Timeout { .. }
             | ProviderError::RateLimited { .. }
             | ProviderError::Interrupted { .. } => true,
-            ProviderError::Status { status, .. } => *status >= 500,
+            // 501 Not Implemented: the route does not exist (a wrong base_url).
+            ProviderError::Status { status, .. } => *status >= 500 && *status != 501,
             ProviderError::Unauthorized { .. } | ProviderError::Protocol { .. } => false,
         }
     }
 }
 
-impl From<ProviderError> for GatewayError {
-    fn from(error: ProviderError) -> Self {
-        let message = error.to_string();
-        match &error {
+impl ProviderError {
+    /// The error for users: its dotted code, the message, retryable or not, and a remediation
+    /// naming `provider_id` where a command needs it.
+    pub fn for_provider(self, provider_id: &str) -> GatewayError {
+        const RETRY: &str = "then try again (`POST /v1/runs/:runId/resume` for a daemon review, \
+             or run the command again)";
+        const BASE_URL: &str = "Check the provider's base_url in config.toml: an \
+             openai-compatible server answers at …/v1/chat/completions (base_url ends in /v1, \
+             e.g. http://127.0.0.1:11434/v1); Anthropic's is https://api.anthropic.com.";
+        let message = self.to_string();
+        match &self {
             ProviderError::Unreachable { .. } | ProviderError::Timeout { .. } => GatewayError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 message,
-                "Start the model server (e.g. `ollama serve`) or check the provider's base_url, \
-                 then resume the run.",
+                format!(
+                    "Start the model server (e.g. `ollama serve`) or check the provider's \
+                     base_url, {RETRY}."
+                ),
             )
             .retryable(),
             ProviderError::RateLimited { .. } => GatewayError::new(
                 codes::PROVIDER_RATE_LIMITED,
                 message,
-                "Wait a minute and resume the run, or lower the review's effort.",
+                format!("Wait a minute, {RETRY}; or review fewer files at a time."),
             )
             .retryable(),
             ProviderError::Unauthorized { .. } => GatewayError::new(
                 codes::PROVIDER_AUTH_FAILED,
                 message,
-                "Store a valid key with `review-agent-gateway providers set-key ID`.",
+                format!(
+                    "Store a valid key with `review-agent-gateway providers set-key \
+                     {provider_id}` (or set its environment variable)."
+                ),
             ),
+            // No such route: the base_url is wrong, not the server broken.
+            ProviderError::Status { status, .. } if matches!(status, 404 | 405 | 501) => {
+                GatewayError::new(codes::PROVIDER_REQUEST_REJECTED, message, BASE_URL)
+            }
             ProviderError::Status { status, .. } if *status >= 500 => GatewayError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 message,
-                "The model server failed; check its log, then resume the run.",
+                format!("The model server failed; check its log, {RETRY}."),
             )
             .retryable(),
             ProviderError::Status { .. } => GatewayError::new(
                 codes::PROVIDER_REQUEST_REJECTED,
                 message,
-                "Check the provider's model name and context_window in config.toml.",
+                "The provider refused the request: check the model name (`model`) and \
+                 `context_window` of its [[providers]] entry against what the server serves.",
             ),
             ProviderError::Interrupted { .. } => GatewayError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 message,
-                "The model server closed the stream; check its log, then resume the run.",
+                format!("The model server closed the stream; check its log, {RETRY}."),
             )
             .retryable(),
-            ProviderError::Protocol { .. } => GatewayError::new(
-                codes::PROVIDER_PROTOCOL_ERROR,
-                message,
-                "Check that base_url points at the API of the configured kind \
-                 (openai-compatible: …/v1; anthropic: https://api.anthropic.com).",
-            ),
+            ProviderError::Protocol { .. } => {
+                GatewayError::new(codes::PROVIDER_PROTOCOL_ERROR, message, BASE_URL)
+            }
         }
+    }
+}
+
+impl From<ProviderError> for GatewayError {
+    /// [`ProviderError::for_provider`] with `ID` for the provider id.
+    fn from(error: ProviderError) -> Self {
+        error.for_provider("ID")
     }
 }

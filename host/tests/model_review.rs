@@ -493,7 +493,7 @@ fn a_provider_that_refuses_fails_the_run_after_the_rule_findings() {
     assert_eq!(failed[0]["error"]["code"], "provider.auth_failed");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("error[provider.auth_failed]") && stderr.contains("providers set-key"),
+        stderr.contains("error[provider.auth_failed]") && stderr.contains("providers set-key fake"),
         "{stderr}"
     );
     assert!(!stderr.contains("sk-fake"));
@@ -658,4 +658,31 @@ fn bad_provider_arguments_are_clear_errors() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2), "--model needs --provider");
+}
+
+#[test]
+fn a_wrong_base_url_is_named_as_such_and_not_retried() {
+    let page = "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n</body>\n</html>\n";
+    let fake = FakeProvider::with_script([Reply::status(501)
+        .header("content-type", "text/html")
+        .body(page)]);
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
+    let out = f.review(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error[provider.request_rejected]"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(an HTML page, not a model API's answer)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<html>"), "{stderr}");
+    assert!(stderr.contains("base_url ends in /v1"), "{stderr}");
+    assert_eq!(
+        fake.scripted_requests().len(),
+        1,
+        "a missing route is not retried"
+    );
 }

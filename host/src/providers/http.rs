@@ -258,7 +258,19 @@ async fn status_error(url: &str, response: reqwest::Response) -> ProviderError {
     let status = response.status().as_u16();
     let retry_after = retry_after(response.headers());
     let body = response.text().await.unwrap_or_default();
-    let body: String = body.trim().chars().take(ERROR_BODY_CHARS).collect();
+    let body = body.trim();
+    // An HTML error page (a web server, not a model API, at that URL) says nothing useful
+    // and spans many lines: name it instead.
+    let body: String = if body.starts_with('<') {
+        "(an HTML page, not a model API's answer)".to_owned()
+    } else {
+        body.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(ERROR_BODY_CHARS)
+            .collect()
+    };
     let url = url.to_owned();
     match status {
         429 => ProviderError::RateLimited {
