@@ -16,13 +16,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost};
+use crate::conversation::{
+    self, Budget, Conversation, End, MIN_OUTPUT_TOKENS, Spent, ToolHost, specs_tokens,
+};
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, ChatMessage, ChatRole, ContextAdded, ContextItem, FileContext, RunCompleted,
-    RunCreated, RunKind, SelectionContext,
+    RunCreated, RunKind, SelectionContext, Warning,
 };
-use crate::providers::{Message, Part, Provider, Role, ToolCall, ToolResult, ToolSpec};
+use crate::providers::{
+    Message, Part, Provider, Role, ToolCall, ToolResult, ToolSpec, estimate_tokens,
+};
 use crate::review::{Emitter, RunControl};
 use crate::tools::{Registry, ToolContext};
 
@@ -106,11 +110,41 @@ pub fn run_with(
         stage: crate::protocol::Stage::Model,
         message: None,
     });
+    // The tools' schemas take thousands of tokens: a small context window keeps them for the
+    // conversation instead (as a review does).
+    let registry = Registry::builtin();
+    let mut offer_tools = options.tools.is_some();
+    if offer_tools {
+        let window = options.budget.max_context_tokens;
+        let need = specs_tokens(&crate::review::model::repository_tool_specs(&registry))
+            + options
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(&m.content))
+                .sum::<u64>()
+            + options
+                .selection
+                .as_ref()
+                .map_or(0, |s| estimate_tokens(&s.text))
+            + 4 * MIN_OUTPUT_TOKENS;
+        if need > window {
+            offer_tools = false;
+            emitter.emit(Warning {
+                code: "model.tools_omitted".into(),
+                message: format!(
+                    "the model's context of {window} tokens leaves no room for the repository \
+                     tools (~{need} tokens with them), so the model answers without them"
+                ),
+                path: None,
+                remediation: Some(crate::review::model::CONTEXT_REMEDIATION.into()),
+            });
+        }
+    }
     emitter.emit(crate::review::model::model_context(
         options.provider.as_ref(),
         &options.model,
         &options.budget,
-        options.tools.is_some(),
+        offer_tools,
     ));
     if let Some(selection) = &options.selection {
         emitter.emit(ContextAdded {
@@ -126,7 +160,7 @@ pub fn run_with(
          precisely and briefly, in the language of the question; quote code with its path and \
          line numbers.",
     );
-    if options.tools.is_some() {
+    if offer_tools {
         system.push_str(
             " You may read the repository with the tools (file_read, code_search, \
              symbol_search, file_search, git_history, file_read_diff) before you answer; calls \
@@ -168,7 +202,7 @@ pub fn run_with(
         system: &system,
         messages,
     };
-    let ctx = match &options.tools {
+    let ctx = match options.tools.as_ref().filter(|_| offer_tools) {
         None => None,
         Some(repo) => match ToolContext::open(&repo.path, Some(&repo.rev)) {
             Ok(ctx) => Some(ctx.with_symbol_index(repo.symbols.clone())),
@@ -182,7 +216,7 @@ pub fn run_with(
     };
     let mut host = ChatTools {
         ctx: ctx.as_ref(),
-        registry: Registry::builtin(),
+        registry,
     };
     let mut spent = Spent::default();
     let ended = options.runtime.block_on(conversation::converse(
@@ -204,6 +238,21 @@ pub fn run_with(
             "Send the chat again.",
         ));
     }
+    let ended = match ended {
+        // A budget that ran out before any answer leaves the user nothing: a failure.
+        Ok(End::BudgetExhausted(which)) if answer_text(&conversation.messages).is_empty() => {
+            Err(GatewayError::new(
+                codes::BUDGET_EXHAUSTED,
+                format!(
+                    "the chat's budget `{which}` ran out before the model answered (context of \
+                     {} tokens, {} tool calls)",
+                    options.budget.max_context_tokens, options.budget.max_tool_calls
+                ),
+                crate::review::model::CONTEXT_REMEDIATION,
+            ))
+        }
+        other => other,
+    };
     let text = match ended {
         Ok(End::Done { text, .. }) => text,
         Ok(_) => answer_text(&conversation.messages),

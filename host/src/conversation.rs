@@ -159,7 +159,7 @@ pub async fn converse(
                 emitter,
                 "maxOutputTokens",
                 format!(
-                    "the run used its {} output tokens; the model review stops here",
+                    "the run used its {} output tokens; the model stops here",
                     budget.max_output_tokens.unwrap_or(0)
                 ),
             );
@@ -179,7 +179,7 @@ pub async fn converse(
                 "maxContextTokens",
                 format!(
                     "the conversation (~{prompt} tokens) no longer fits the context of {} tokens \
-                     with room for an answer; this part of the model review stops here",
+                     with room for an answer; this conversation stops here",
                     budget.max_context_tokens
                 ),
             );

@@ -686,3 +686,97 @@ fn a_wrong_base_url_is_named_as_such_and_not_retried() {
         "a missing route is not retried"
     );
 }
+
+#[test]
+fn chat_on_the_command_line_streams_the_answer_and_reads_the_repository() {
+    let fake = FakeProvider::with_script([
+        Reply::from(
+            OpenAiStream::new()
+                .tool_call(0, "call_read", "file_read", &["{\"path\": ", "\"lib.py\"}"])
+                .end("tool_calls", 50, 5),
+        ),
+        Reply::from(
+            OpenAiStream::new()
+                .text("It starts at 1, ")
+                .text("so items[0] is skipped.")
+                .end("stop", 80, 9),
+        ),
+    ]);
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
+    let out = f
+        .command("chat")
+        .args(["--provider", "fake", "--repo"])
+        .arg(f.repo.path())
+        .args([
+            "--file", "app.py", "--lines", "3-7", "Why", "is", "the", "total", "wrong?",
+        ])
+        .output()
+        .expect("chat runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "It starts at 1, so items[0] is skipped.\n"
+    );
+    assert!(stderr.contains("[file_read"), "{stderr}");
+    let requests = fake.scripted_requests();
+    let first = requests[0].json();
+    let question = first["messages"][1]["content"].as_str().unwrap_or_default();
+    assert!(
+        question.contains("app.py:3-7") && question.contains("for i in range(1, len(items)):"),
+        "{question}"
+    );
+    assert!(question.ends_with("Why is the total wrong?"), "{question}");
+    assert_eq!(
+        tool_result(&requests[1].json(), "call_read").contains("def helper"),
+        true
+    );
+
+    // JSON: the AgentEvents of a chat run.
+    fake.push(OpenAiStream::new().text("Yes.").end("stop", 5, 1));
+    let out = f
+        .command("chat")
+        .args(["--provider", "fake", "--format", "json", "Is it?"])
+        .output()
+        .expect("chat runs");
+    assert!(out.status.success());
+    let events = events(&out);
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "run.created",
+            "stage.changed",
+            "context.added",
+            "text.delta",
+            "run.completed"
+        ]
+    );
+    assert_eq!(events[2]["context"]["tools"], false, "no --repo: no tools");
+}
+
+#[test]
+fn a_chat_that_cannot_fit_the_context_fails_with_a_budget_error() {
+    let fake = FakeProvider::start();
+    let f = Fixture::new(
+        &fake,
+        ProviderKind::OpenaiCompatible,
+        "",
+        "context_window = 300",
+    );
+    let out = f
+        .command("chat")
+        .args(["--provider", "fake", "--repo"])
+        .arg(f.repo.path())
+        .args(["--file", "app.py", "Explain this file."])
+        .output()
+        .expect("chat runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warning[model.tools_omitted]"), "{stderr}");
+    assert!(
+        stderr.contains("error[budget.exhausted]") && stderr.contains("context_window"),
+        "{stderr}"
+    );
+    assert_eq!(fake.scripted_requests().len(), 0);
+}

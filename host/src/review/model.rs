@@ -48,8 +48,8 @@ pub const MAX_MODEL_FINDINGS: usize = 200;
 const GUIDANCE_RULES: usize = 80;
 /// The least room for the diff with which repository tools are still offered.
 const MIN_DIFF_TOKENS: u64 = 1024;
-/// What to do when the context window is too small.
-const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
+/// What to do when the context window is too small (model review and chat).
+pub const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
      model server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
      time with --paths.";
 
