@@ -509,9 +509,10 @@ impl ProviderError {
                 ),
             ),
             // No such route: the base_url is wrong, not the server broken.
-            ProviderError::Status { status, .. } if matches!(status, 404 | 405 | 501) => {
-                GatewayError::new(codes::PROVIDER_REQUEST_REJECTED, message, BASE_URL)
-            }
+            ProviderError::Status {
+                status: 404 | 405 | 501,
+                ..
+            } => GatewayError::new(codes::PROVIDER_REQUEST_REJECTED, message, BASE_URL),
             ProviderError::Status { status, .. } if *status >= 500 => GatewayError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 message,
