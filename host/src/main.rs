@@ -398,11 +398,14 @@ fn print_stdout(text: &str) -> ExitCode {
     }
 }
 
+/// How long `serve` waits, at exit, for store operations under way before it closes the store.
+const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn serve_command(args: ServeArgs) -> ExitCode {
     use review_agent_gateway::config::{Config, Paths};
     use review_agent_gateway::engine::Gateway;
     use review_agent_gateway::security::{LiveToken, Token};
-    use review_agent_gateway::store::Store;
+    use review_agent_gateway::store::{Store, StoreCloser};
     use review_agent_gateway::transport::server::{ServeOptions, serve};
 
     tracing_subscriber::fmt()
@@ -413,7 +416,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let setup = || -> Result<(Gateway, LiveToken, ServeOptions), GatewayError> {
+    let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions), GatewayError> {
         let paths = Paths::discover()?;
         let loaded = Config::load(args.config.as_deref())?;
         std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
@@ -429,6 +432,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         let token_file = paths.token_file();
         let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
         let store = Store::open(&paths.store_file())?;
+        let closer = store.closer();
         let config = loaded.config();
         let options = ServeOptions {
             bind: args.bind.unwrap_or(config.bind),
@@ -436,9 +440,9 @@ fn serve_command(args: ServeArgs) -> ExitCode {
             allow_remote: args.allow_remote,
         };
         let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
-        Ok((gateway, token, options))
+        Ok((gateway, closer, token, options))
     };
-    let (gateway, token, options) = match setup() {
+    let (gateway, closer, token, options) = match setup() {
         Ok(parts) => parts,
         Err(error) => return fail(&error),
     };
@@ -459,6 +463,12 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     }));
     // Review threads still going were marked interrupted: do not wait for them.
     runtime.shutdown_background();
+    // They, and tasks the runtime has not dropped yet, still hold the store: close its file
+    // explicitly, or it stays marked unclean and `runs list` cannot read it until the next
+    // `serve` repairs it.
+    if let Err(error) = closer.close(STORE_CLOSE_WAIT) {
+        tracing::warn!(%error, "the store was not closed cleanly; the next start repairs it");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),

@@ -9,6 +9,12 @@
 //! following its commits (byte-range locks; Linux, macOS and Windows). A second writer is refused
 //! with [`StoreError::Open`].
 //!
+//! redb marks the file unclean while a writer has it open, and only a writer repairs an unclean
+//! file: a reader opens it only while the writer that marked it is alive, or after that writer
+//! closed it cleanly. The daemon therefore closes its store explicitly at exit
+//! ([`StoreCloser`]), whoever still holds the [`Store`]; after a crash (`kill -9`) the reader
+//! reports `RepairAborted` until the next `serve` repairs the file.
+//!
 //! Values are JSON (`serde_json`, camelCase like the wire types) so a record can be read by
 //! hand and gains optional fields without a migration. Tables and keys:
 //!
@@ -36,6 +42,8 @@ mod record;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use redb::{
     ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
@@ -87,8 +95,29 @@ fn builder(cache_bytes: usize) -> redb::Builder {
 /// The writing handle on the store (DESIGN §3: only the daemon, or an in-process `review
 /// --store`, opens one). `Send + Sync`: share it behind an `Arc`; write transactions are
 /// serialized by redb, reads run concurrently with them.
+///
+/// The file is closed cleanly when the last handle is dropped, or earlier by
+/// [`StoreCloser::close`] (see there: a process that exits with the file still open leaves it
+/// marked unclean, and a [`StoreReader`] cannot open it until the next [`Store::open`]).
 pub struct Store {
-    db: Database,
+    shared: Arc<Shared>,
+}
+
+/// The database of a [`Store`] and its [`StoreCloser`]; `None` once closed. Each method of the
+/// store holds the read side for its whole transaction, so closing (the write side) waits for the
+/// ones under way and no transaction outlives the close.
+type Shared = RwLock<Option<Database>>;
+
+/// The open database, for the duration of one store method.
+struct OpenDatabase<'a>(RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for OpenDatabase<'_> {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        // Invariant: only built by `Store::db` from a guard holding `Some`.
+        self.0.as_ref().expect("an open database")
+    }
 }
 
 impl Store {
@@ -136,7 +165,28 @@ impl Store {
             }
         }
         txn.commit()?;
-        Ok(Store { db })
+        Ok(Store {
+            shared: Arc::new(RwLock::new(Some(db))),
+        })
+    }
+
+    /// A handle that closes this store's file from outside the owner of the `Store` (the daemon
+    /// gives its `Store` to the engine, whose tasks may still hold it when the process exits).
+    pub fn closer(&self) -> StoreCloser {
+        StoreCloser {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The open database; [`StoreError::Database`] once [`StoreCloser::close`] has closed it.
+    fn db(&self) -> Result<OpenDatabase<'_>, StoreError> {
+        let guard = self.shared.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(StoreError::Database(
+                "the store is closed: the gateway is shutting down".to_owned(),
+            ));
+        }
+        Ok(OpenDatabase(guard))
     }
 
     /// Stores a new run (DESIGN §5: a run is persisted before `run.created` is sent).
@@ -149,7 +199,8 @@ impl Store {
     /// [`StoreError::Database`] on a storage failure.
     pub fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let bytes = encode("runs", &run.run_id, run)?;
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         {
             let mut runs = txn.open_table(RUNS)?;
             if runs.get(run.run_id.as_str())?.is_some() {
@@ -180,7 +231,8 @@ impl Store {
         run_id: &str,
         f: impl FnOnce(&mut RunRecord),
     ) -> Result<RunRecord, StoreError> {
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         let run = {
             let mut runs = txn.open_table(RUNS)?;
             let mut run: RunRecord = match runs.get(run_id)? {
@@ -222,7 +274,8 @@ impl Store {
         if events.is_empty() {
             return Ok(());
         }
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         {
             let mut runs = txn.open_table(RUNS)?;
             let mut table = txn.open_table(EVENTS)?;
@@ -279,7 +332,7 @@ impl Store {
         after: u64,
         limit: usize,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        read::events_after(&self.db.begin_read()?, run_id, after, limit)
+        read::events_after(&self.db()?.begin_read()?, run_id, after, limit)
     }
 
     /// Run `run_id`, or `None` when it is not stored.
@@ -289,7 +342,7 @@ impl Store {
     /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        read::get_run(&self.db.begin_read()?, run_id)
+        read::get_run(&self.db()?.begin_read()?, run_id)
     }
 
     /// Up to `limit` runs, newest first (by run id: `run_<ULID>` sorts by creation time).
@@ -299,7 +352,7 @@ impl Store {
     /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
-        read::list_runs(&self.db.begin_read()?, limit)
+        read::list_runs(&self.db()?.begin_read()?, limit)
     }
 
     /// Marks every `queued` or `running` run `interrupted` (`updatedAt` = now), in one
@@ -313,7 +366,8 @@ impl Store {
     /// storage failure.
     pub fn mark_running_interrupted(&self) -> Result<Vec<String>, StoreError> {
         let now = now_rfc3339();
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         let mut marked = Vec::new();
         {
             let mut runs = txn.open_table(RUNS)?;
@@ -357,7 +411,8 @@ impl Store {
                 message: error.to_string(),
             }
         })?;
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         let purged = {
             let mut runs = txn.open_table(RUNS)?;
             let mut purged = HashSet::new();
@@ -423,7 +478,8 @@ impl Store {
         &self,
         request_id: &str,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(IDEMPOTENCY)?;
         table
             .get(request_id)?
@@ -446,7 +502,8 @@ impl Store {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let key = rec.request_id.as_str();
         let bytes = encode("idempotency", key, rec)?;
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         {
             let mut table = txn.open_table(IDEMPOTENCY)?;
             if let Some(existing) = table.get(key)? {
@@ -466,7 +523,8 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn cache_get(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(CACHE)?;
         Ok(table.get(key)?.map(|run_id| run_id.value().to_owned()))
     }
@@ -478,7 +536,8 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn cache_put(&self, key: &str, run_id: &str) -> Result<(), StoreError> {
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         txn.open_table(CACHE)?.insert(key, run_id)?;
         txn.commit()?;
         Ok(())
@@ -491,7 +550,8 @@ impl Store {
     /// [`StoreError::Database`] on a storage failure.
     pub fn put_mapping_proposal(&self, p: &MappingProposal) -> Result<(), StoreError> {
         let bytes = encode("mapping_proposals", &p.id, p)?;
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         txn.open_table(MAPPINGS)?
             .insert(p.id.as_str(), bytes.as_slice())?;
         txn.commit()?;
@@ -505,7 +565,7 @@ impl Store {
     /// [`StoreError::Corrupt`] when a proposal does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn mapping_proposals(&self) -> Result<Vec<MappingProposal>, StoreError> {
-        read::mapping_proposals(&self.db.begin_read()?)
+        read::mapping_proposals(&self.db()?.begin_read()?)
     }
 
     /// Removes proposal `id` (confirmed into the config, or rejected). Returns whether it
@@ -515,10 +575,65 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn remove_mapping_proposal(&self, id: &str) -> Result<bool, StoreError> {
-        let txn = self.db.begin_write()?;
+        let db = self.db()?;
+        let txn = db.begin_write()?;
         let existed = txn.open_table(MAPPINGS)?.remove(id)?.is_some();
         txn.commit()?;
         Ok(existed)
+    }
+}
+
+// === impl StoreCloser ===
+
+/// Closes a [`Store`]'s file while other handles on it may still be alive (from
+/// [`Store::closer`]).
+///
+/// redb marks the file "recovery required" while a writer has it open and clears the mark only
+/// when that writer's `Database` is dropped. A process that exits without dropping it (the
+/// daemon's runtime is shut down in the background, and its tasks and review threads, which
+/// hold the engine and so the `Store`, are never dropped) leaves the mark set: the next
+/// [`StoreReader::open`] then fails with `RepairAborted` although nothing crashed. The daemon
+/// therefore closes the store explicitly before it exits.
+pub struct StoreCloser {
+    shared: Arc<Shared>,
+}
+
+impl StoreCloser {
+    /// Waits up to `wait` for the store methods under way to finish, then closes the file
+    /// cleanly (redb records its allocator state and clears the recovery mark). Every later
+    /// call on any handle of this store fails with [`StoreError::Database`]. Closing a closed
+    /// store does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] when a store method was still under way after `wait` (the
+    /// file is then left open, and the next [`Store::open`] repairs it), or redb could not
+    /// write the clean shutdown.
+    pub fn close(self, wait: Duration) -> Result<(), StoreError> {
+        let deadline = Instant::now() + wait;
+        let mut guard = loop {
+            match self.shared.try_write() {
+                Ok(guard) => break guard,
+                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(StoreError::Database(format!(
+                        "cannot close the store: a store operation was still under way after \
+                         {} ms",
+                        wait.as_millis()
+                    )));
+                }
+            }
+        };
+        match guard.take() {
+            // No transaction is live: each is held under the read side, so this never defers.
+            Some(db) => db.close().map_err(|error| {
+                StoreError::Database(format!("cannot close the store cleanly: {error}"))
+            }),
+            None => Ok(()),
+        }
     }
 }
 

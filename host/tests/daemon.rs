@@ -531,6 +531,10 @@ fn sigterm_marks_a_run_still_going_interrupted() {
     assert!(status.success());
     let exit = d.child.wait().expect("daemon exits");
     assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    // The review thread still going holds the store when the process exits: the daemon closes
+    // the file anyway, so the command line reads it without a restart.
+    let listed = runs_list(d.home.path()).expect("runs list after SIGTERM");
+    assert_eq!(listed, vec![run_id.clone()]);
     d.restart();
     let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
     assert_eq!(view["data"]["state"], "interrupted", "{view}");
@@ -540,6 +544,102 @@ fn sigterm_marks_a_run_still_going_interrupted() {
             .is_some_and(|f| !f.is_empty()),
         "flushed findings kept"
     );
+}
+
+/// `review-agent-gateway runs list --format json` in `home` (the CLI's read-only store, beside
+/// the daemon or after it): on success the listed run ids, else the error printed.
+fn runs_list(home: &Path) -> Result<Vec<String>, String> {
+    let out = Command::new(bin())
+        .args(["runs", "list", "--format", "json"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", home)
+        .output()
+        .expect("runs list runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let run: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            run["runId"].as_str().expect("runId").to_owned()
+        })
+        .collect())
+}
+
+/// Send `signal` (`TERM`, `INT`) to the daemon and wait for its graceful exit (status 0).
+fn stop_with(d: &mut Daemon, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &d.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = d.child.wait().expect("daemon exits");
+    assert!(exit.success(), "SIG{signal} exits 0: {exit:?}");
+}
+
+/// A review run to completion; its run id.
+fn completed_review(d: &Daemon, request_id: &str) -> String {
+    let events = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body(request_id)))
+        .sse();
+    assert_eq!(
+        events.last().map(|e| e.1.as_str()),
+        Some("run.completed"),
+        "{events:?}"
+    );
+    events[0].2["runId"].as_str().expect("runId").to_owned()
+}
+
+#[test]
+fn runs_list_reads_the_store_after_a_graceful_stop() {
+    // The trial's steps: serve on a fresh home; `runs list` beside it; SIGTERM (or SIGINT);
+    // `runs list` again. The daemon used to exit with its store still open (its tasks hold it),
+    // which left the file marked unclean: the reader then refused it (`Database repair
+    // aborted`) until the next `serve`. Whether it did depended on a race, so each signal gets
+    // a few stop/start rounds on its home.
+    for signal in ["TERM", "INT"] {
+        let mut d = Daemon::start();
+        let mut written = Vec::new();
+        for round in 0..3 {
+            written.push(completed_review(&d, &format!("{signal}-{round}-before")));
+            let beside = runs_list(d.home.path()).expect("runs list beside the daemon");
+            assert!(beside.contains(&written[written.len() - 1]), "{beside:?}");
+            // A run written after the reader came and went is kept too.
+            written.push(completed_review(&d, &format!("{signal}-{round}-after")));
+            stop_with(&mut d, signal);
+            let after = runs_list(d.home.path()).unwrap_or_else(|error| {
+                panic!("runs list after SIG{signal} (round {round}) failed: {error}")
+            });
+            for run_id in &written {
+                assert!(
+                    after.contains(run_id),
+                    "{run_id} written before SIG{signal} is listed: {after:?}"
+                );
+            }
+            d.restart();
+        }
+    }
+}
+
+#[test]
+fn runs_list_after_kill_9_says_to_start_serve_once() {
+    let mut d = Daemon::start();
+    let run_id = completed_review(&d, "crash");
+    runs_list(d.home.path()).expect("runs list beside the daemon");
+    // kill -9: the store is left marked unclean, which only a writer (`serve`) may repair.
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let error = runs_list(d.home.path()).expect_err("an unclean store is refused");
+    assert!(error.contains("error[store.unavailable]"), "{error}");
+    assert!(
+        error.contains("start `review-agent-gateway serve` once so it repairs"),
+        "the error says what to do: {error}"
+    );
+    // Doing what it says: `serve` repairs the file, and after a graceful stop it is readable.
+    d.restart();
+    stop_with(&mut d, "TERM");
+    let after = runs_list(d.home.path()).expect("runs list after the repair");
+    assert_eq!(after, vec![run_id]);
 }
 
 #[test]

@@ -251,3 +251,43 @@ fn update_run_keeps_key_and_last_seq() {
         Err(StoreError::InvalidTimestamp { .. })
     ));
 }
+
+#[test]
+fn a_closed_store_is_clean_for_a_reader_though_handles_on_it_remain() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.redb");
+    let store = Store::open(&path).expect("store opens");
+    store.create_run(&run("run_1")).expect("create");
+    // A store method under way holds the close off; after the wait the file stays open.
+    let under_way = store.db().expect("open");
+    let refused = store.closer().close(Duration::from_millis(50));
+    assert!(
+        matches!(&refused, Err(StoreError::Database(m)) if m.contains("still under way")),
+        "{refused:?}"
+    );
+    drop(under_way);
+    store.create_run(&run("run_2")).expect("still open");
+    store
+        .closer()
+        .close(Duration::from_secs(5))
+        .expect("closes cleanly");
+    store
+        .closer()
+        .close(Duration::from_secs(5))
+        .expect("closing again does nothing");
+    // The handle outlives the close (as the daemon's tasks do at exit): its calls fail...
+    assert!(matches!(
+        store.get_run("run_1"),
+        Err(StoreError::Database(_))
+    ));
+    // ...and the file was closed clean: a reader opens it, with no writer alive, and sees both.
+    let reader = StoreReader::open(&path).expect("a clean file opens read-only");
+    let ids: Vec<String> = reader
+        .list_runs(10)
+        .expect("list")
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect();
+    assert_eq!(ids, ["run_2", "run_1"]);
+    drop(store);
+}
