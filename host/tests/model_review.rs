@@ -777,3 +777,49 @@ fn a_chat_that_cannot_fit_the_context_fails_with_a_budget_error() {
     );
     assert_eq!(fake.scripted_requests().len(), 0);
 }
+
+#[test]
+fn a_hunk_larger_than_the_context_is_sent_in_runs_of_lines_not_skipped() {
+    let fake = FakeProvider::start();
+    for _ in 0..40 {
+        fake.push(OpenAiStream::new().text("Nothing.").end("stop", 10, 2));
+    }
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", "");
+    // A new file of 1,500 lines: one hunk, ~20k tokens, in a default 8,192-token window.
+    let big: String = (1..=1500)
+        .map(|i| format!("value_{i} = compute({i}, 'some text to make the line longer')\n"))
+        .collect();
+    std::fs::write(f.repo.path().join("big.py"), big).expect("write");
+    git(f.repo.path(), &["add", "big.py"]);
+    git(f.repo.path(), &["commit", "-q", "-m", "big"]);
+    let events = events(&f.review(&["--paths", "big.py"]));
+    assert!(
+        !warning_codes(&events).contains(&"model.hunk_skipped".to_owned()),
+        "{:?}",
+        warning_codes(&events)
+    );
+    let requests = fake.scripted_requests();
+    assert!(requests.len() > 2, "{} requests", requests.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for request in &requests {
+        let prompt = request.json()["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(prompt.contains("### big.py (new file)"));
+        for line in prompt.lines() {
+            if let Some((n, rest)) = line.trim_start().split_once(" + ")
+                && let Ok(n) = n.parse::<u32>()
+            {
+                assert!(rest.starts_with(&format!("value_{n} = ")), "{line}");
+                seen.insert(n);
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        (1..=1500).collect(),
+        "every line sent once or more, numbered right"
+    );
+    assert_eq!(of_type(&events, "run.completed").len(), 1);
+}

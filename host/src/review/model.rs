@@ -19,6 +19,7 @@
 //! - **Effort.** `quick` offers only `report_finding`; `balanced` and `thorough` also offer the
 //!   read-only repository tools (`run_check` never: it needs the daemon's config).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use crate::protocol::{
     Warning,
 };
 use crate::providers::{Message, Provider, ToolCall, ToolResult, ToolSpec, estimate_tokens};
-use crate::repo::{ChangeKind, FileAt, FileDiff, Hunk, LineKind, Repository};
+use crate::repo::{ChangeKind, DiffLine, FileAt, FileDiff, Hunk, LineKind, Repository};
 use crate::rules::Selection;
 use crate::tools::{self, Registry, SideEffect, SymbolIndex, ToolContext};
 
@@ -170,8 +171,9 @@ pub fn run(
         emitter.emit(Warning {
             code: "model.hunk_skipped".into(),
             message: format!(
-                "{} lines {}–{} (~{} tokens) do not fit the model's context of {window} tokens, \
-                 so the model did not review them (the rules did)",
+                "{} lines {}–{} (~{} tokens) do not fit the ~{diff_budget} tokens left for the \
+                 diff in the model's context of {window} (after the instructions, tools, answer \
+                 and tool results), so the model did not review them (the rules did)",
                 hunk.path, hunk.start, hunk.end, hunk.tokens
             ),
             path: Some(hunk.path.clone()),
@@ -335,7 +337,8 @@ fn system_prompt(
 #[derive(Debug, Clone)]
 struct FilePart<'a> {
     file: &'a FileDiff,
-    hunks: Vec<&'a Hunk>,
+    // A diff hunk, or a run of its lines when the whole hunk does not fit a chunk.
+    hunks: Vec<Cow<'a, Hunk>>,
 }
 
 /// Files (or parts) sent in one conversation.
@@ -395,11 +398,25 @@ fn chunk<'a>(files: &[&'a FileDiff], budget: u64) -> (Vec<Chunk<'a>>, Vec<Skippe
             file,
             hunks: Vec::new(),
         };
-        for hunk in &file.hunks {
-            if !hunk.lines.iter().any(|l| l.kind == LineKind::Added) {
-                continue; // only removals: nothing on the new side to review
-            }
-            let tokens = estimate_tokens(&hunk_text(hunk));
+        let pieces = file
+            .hunks
+            .iter()
+            .filter(|h| h.lines.iter().any(|l| l.kind == LineKind::Added))
+            .flat_map(|h| split_hunk(h, budget.saturating_sub(header)));
+        for piece in pieces {
+            let hunk = match piece {
+                Ok(hunk) => hunk,
+                Err((start, end, tokens)) => {
+                    skipped.push(SkippedHunk {
+                        path: file.path.clone(),
+                        start,
+                        end,
+                        tokens: header + tokens,
+                    });
+                    continue;
+                }
+            };
+            let tokens = estimate_tokens(&hunk_text(&hunk));
             let extra = tokens + if part.hunks.is_empty() { header } else { 0 };
             if used + extra > budget {
                 // Close the current chunk (with this file's hunks so far) and start anew.
@@ -410,21 +427,10 @@ fn chunk<'a>(files: &[&'a FileDiff], budget: u64) -> (Vec<Chunk<'a>>, Vec<Skippe
                 if !current.parts.is_empty() {
                     chunks.push(std::mem::take(&mut current));
                 }
-                used = 0;
-                if header + tokens > budget {
-                    skipped.push(SkippedHunk {
-                        path: file.path.clone(),
-                        start: hunk.new_start,
-                        end: hunk.new_start + hunk.new_lines.saturating_sub(1),
-                        tokens: header + tokens,
-                    });
-                    continue;
-                }
                 used = header + tokens;
-                part.hunks.push(hunk);
-                continue;
+            } else {
+                used += extra;
             }
-            used += extra;
             part.hunks.push(hunk);
         }
         if !part.hunks.is_empty() {
@@ -435,6 +441,75 @@ fn chunk<'a>(files: &[&'a FileDiff], budget: u64) -> (Vec<Chunk<'a>>, Vec<Skippe
         chunks.push(current);
     }
     (chunks, skipped)
+}
+
+/// Below this many tokens of room a hunk is not cut into runs of lines: it is skipped whole.
+const MIN_SPLIT_ROOM: u64 = 256;
+
+/// `hunk` whole when it fits `room` estimated tokens, else runs of its lines that do, each with
+/// its own `@@` header (with less than [`MIN_SPLIT_ROOM`], the whole hunk is skipped). A run without added lines is left out (nothing new to review); a
+/// single line that does not fit alone is `Err((first, last new-side line, tokens))`.
+fn split_hunk(hunk: &Hunk, room: u64) -> Vec<Result<Cow<'_, Hunk>, (u32, u32, u64)>> {
+    let tokens = estimate_tokens(&hunk_text(hunk));
+    if tokens <= room {
+        return vec![Ok(Cow::Borrowed(hunk))];
+    }
+    if room < MIN_SPLIT_ROOM {
+        // No room worth cutting for: the hunk is skipped whole (one warning, not one a line).
+        let end = hunk.new_start + hunk.new_lines.saturating_sub(1);
+        return vec![Err((hunk.new_start, end, tokens))];
+    }
+    let header_room = 16; // `@@ -a,b +c,d @@` of a piece
+    let mut out = Vec::new();
+    let mut run: Vec<DiffLine> = Vec::new();
+    let mut run_tokens = 0;
+    let flush = |run: &mut Vec<DiffLine>, out: &mut Vec<_>| {
+        if run.iter().any(|l| l.kind == LineKind::Added) {
+            out.push(Ok(Cow::Owned(piece_of(hunk, std::mem::take(run)))));
+        } else {
+            run.clear();
+        }
+    };
+    for line in &hunk.lines {
+        let tokens = estimate_tokens(&line.text) + 3;
+        if tokens + header_room > room {
+            flush(&mut run, &mut out);
+            run_tokens = 0;
+            if line.kind == LineKind::Added {
+                let n = line.new_line.unwrap_or(hunk.new_start);
+                out.push(Err((n, n, tokens)));
+            }
+            continue;
+        }
+        if run_tokens + tokens + header_room > room {
+            flush(&mut run, &mut out);
+            run_tokens = 0;
+        }
+        run_tokens += tokens;
+        run.push(line.clone());
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// A hunk of `lines`, a run of `parent`'s, with its numbers worked out as git would.
+fn piece_of(parent: &Hunk, lines: Vec<DiffLine>) -> Hunk {
+    let old_start = lines
+        .iter()
+        .find_map(|l| l.old_line)
+        .unwrap_or(parent.old_start);
+    let new_start = lines
+        .iter()
+        .find_map(|l| l.new_line)
+        .unwrap_or(parent.new_start);
+    let count = |kind: LineKind| lines.iter().filter(|l| l.kind != kind).count() as u32;
+    Hunk {
+        old_start,
+        old_lines: count(LineKind::Added),
+        new_start,
+        new_lines: count(LineKind::Removed),
+        lines,
+    }
 }
 
 fn chunk_prompt(chunk: &Chunk<'_>, index: usize, total: usize) -> String {
@@ -883,10 +958,55 @@ mod tests {
             ["a.py", "b.py", "c.py"]
         );
         assert!(skipped.is_empty());
-        // A budget that fits a.py and c.py but not b.py's one hunk: b.py is skipped, listed.
+        // A budget that fits a.py and c.py but not b.py's one hunk: b.py's hunk is cut into
+        // runs of lines that fit, every line sent once, in order, each run numbered as git
+        // would; nothing is skipped.
+        let (chunks, skipped) = chunk(&files, 400);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let pieces: Vec<&Hunk> = chunks
+            .iter()
+            .flat_map(|c| &c.parts)
+            .filter(|p| p.file.path == "b.py")
+            .flat_map(|p| p.hunks.iter().map(|h| h.as_ref()))
+            .collect();
+        assert!(pieces.len() > 1);
+        let lines: Vec<u32> = pieces
+            .iter()
+            .flat_map(|h| h.lines.iter().filter_map(|l| l.new_line))
+            .collect();
+        assert_eq!(lines, (1..=200).collect::<Vec<u32>>());
+        for piece in &pieces {
+            assert_eq!(piece.new_start, piece.lines[0].new_line.unwrap_or(0));
+            assert_eq!(piece.new_lines as usize, piece.lines.len());
+        }
+        for c in &chunks {
+            let text = chunk_prompt(c, 0, 1);
+            assert!(estimate_tokens(&text) <= 400 + 80, "a chunk over budget");
+        }
+        // A line that cannot fit even alone is skipped, and listed.
+        let long = "x".repeat(3000);
+        let d = file("d.py", vec![hunk(1, &["ok = 1", &long, "ok = 2"])]);
+        let (chunks, skipped) = chunk(&[&d], 400);
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(
+            (skipped[0].path.as_str(), skipped[0].start, skipped[0].end),
+            ("d.py", 2, 2)
+        );
+        let sent: Vec<u32> = chunks
+            .iter()
+            .flat_map(|c| &c.parts)
+            .flat_map(|p| {
+                p.hunks
+                    .iter()
+                    .flat_map(|h| h.lines.iter().filter_map(|l| l.new_line))
+            })
+            .collect();
+        assert_eq!(sent, [1, 3]);
+        // Too little room to cut a hunk: b.py is skipped whole, and listed once; a.py and
+        // c.py still share a chunk.
         let (chunks, skipped) = chunk(&files, 60);
         let paths: Vec<Vec<&str>> = chunks.iter().map(|c| c.paths().collect()).collect();
-        assert_eq!(paths, [vec!["a.py"], vec!["c.py"]]);
+        assert_eq!(paths, [vec!["a.py", "c.py"]]);
         assert_eq!(skipped.len(), 1);
         assert_eq!(
             (skipped[0].path.as_str(), skipped[0].start, skipped[0].end),
