@@ -940,7 +940,10 @@ fn chat_requests_the_gateway_refuses_and_failed_or_cancelled_chats_are_not_resum
     // While the model answers, the chat is running (not queued).
     let view = gw.authed("GET", &format!("/v1/runs/{run}"), None).json();
     assert_eq!(
-        (view["data"]["state"].as_str(), view["data"]["stage"].as_str()),
+        (
+            view["data"]["state"].as_str(),
+            view["data"]["stage"].as_str()
+        ),
         (Some("running"), Some("model"))
     );
     let asked = Instant::now();
