@@ -536,10 +536,20 @@ fn pipeline(
                 .clone()
                 .unwrap_or_else(|| finding.category.clone());
             let fp = fingerprint::fingerprint(&key, &finding.path, &flagged, 0);
-            if duplicate_of_rule
-                || !seen.insert(fp.clone())
-                || control.already_emitted.contains(&fp)
-            {
+            if control.already_emitted.contains(&fp) {
+                continue; // emitted before this run was resumed
+            }
+            if duplicate_of_rule || !seen.insert(fp.clone()) {
+                emitter.warning(
+                    "finding.duplicate",
+                    format!(
+                        "a model finding on {}:{}-{} (\"{}\") repeats one already reported, so \
+                         it is not shown twice",
+                        finding.path, finding.start_line, finding.end_line, finding.title
+                    ),
+                    Some(finding.path.clone()),
+                    None,
+                );
                 continue;
             }
             finding.fingerprint = fp;

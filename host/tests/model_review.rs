@@ -373,6 +373,18 @@ fn schema_violations_duplicates_of_rules_and_low_confidence_are_not_findings() {
     let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
     let events = events(&f.review(&[]));
     assert!(warning_codes(&events).contains(&"finding.invalid".to_owned()));
+    // The duplicate of the rule finding is said, not dropped silently; the low-confidence one
+    // is filtered by minConfidence like a rule finding would be.
+    let duplicates: Vec<&Value> = of_type(&events, "warning")
+        .into_iter()
+        .filter(|w| w["code"] == "finding.duplicate")
+        .collect();
+    assert_eq!(duplicates.len(), 1, "{events:?}");
+    assert!(
+        duplicates[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("app.py:2-2"))
+    );
     assert!(findings(&events, "model").is_empty(), "{events:?}");
     assert_eq!(findings(&events, "rule").len(), 1);
     let second = fake.scripted_requests()[1].json();
