@@ -279,29 +279,22 @@ async fn propose_mapping(
 }
 
 async fn chat(State(state): State<HttpState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_error(&rejection),
-    };
-    let value: serde_json::Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return error_response(&invalid_json(&e)),
-    };
-    let gateway = state.gateway.clone();
-    let started = match tokio::task::spawn_blocking(move || gateway.start_chat(value)).await {
-        Ok(Ok(started)) => started,
-        Ok(Err(e)) => return error_response(&e),
-        Err(e) => return error_response(&internal(&e.to_string())),
-    };
-    match state.gateway.subscribe(&started.run_id, 0) {
-        Ok(stream) => sse(stream),
-        Err(e) => error_response(&e),
-    }
+    start_run(state, body, Gateway::start_chat).await
 }
 
 async fn start_review(
     State(state): State<HttpState>,
     body: Result<Bytes, BytesRejection>,
+) -> Response {
+    start_run(state, body, Gateway::start_review).await
+}
+
+/// `POST /v1/reviews` and `POST /v1/chat`: `start` the run off the async workers (it reads the
+/// repository and the store), then answer its event stream.
+async fn start_run(
+    state: HttpState,
+    body: Result<Bytes, BytesRejection>,
+    start: fn(&Gateway, serde_json::Value) -> Result<crate::engine::Started, GatewayError>,
 ) -> Response {
     let body = match body {
         Ok(body) => body,
@@ -312,7 +305,7 @@ async fn start_review(
         Err(e) => return error_response(&invalid_json(&e)),
     };
     let gateway = state.gateway.clone();
-    let started = match tokio::task::spawn_blocking(move || gateway.start_review(value)).await {
+    let started = match tokio::task::spawn_blocking(move || start(&gateway, value)).await {
         Ok(Ok(started)) => started,
         Ok(Err(e)) => return error_response(&e),
         Err(e) => return error_response(&internal(&e.to_string())),
