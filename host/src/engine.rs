@@ -488,7 +488,8 @@ impl Gateway {
             Some(_) => Err(GatewayError::new(
                 codes::REQUEST_ID_CONFLICT,
                 format!("requestId `{request_id}` was already used with a different payload"),
-                "Use a new requestId for a different request (draft §12).",
+                "Use a new requestId for a different request: a requestId names one request, and \
+                 sending it again returns that request's run.",
             )),
         }
     }
@@ -1245,7 +1246,8 @@ fn invalid(message: String) -> GatewayError {
     GatewayError::new(
         codes::REQUEST_INVALID,
         message,
-        "Fix the request body; see the protocol draft §8 for the shape.",
+        "Fix the request body; the README shows one for each route (sections \"The daemon\" \
+         and \"Model providers\").",
     )
 }
 
