@@ -103,6 +103,47 @@ fn install_dry_run_uninstall_every_browser_user_and_system() {
             assert!(path.starts_with(&base), "{}", path.display());
             assert!(path.is_file(), "{} printed but not written", path.display());
         }
+        // The launchers pass the install's REVIEW_AGENT_GATEWAY_HOME on to the host: a browser
+        // started from the desktop does not have the installing shell's environment.
+        let gateway_home = home.dir.path().join("gw");
+        for launcher in written
+            .iter()
+            .filter(|p| !p.to_string_lossy().ends_with(".json"))
+        {
+            let script = std::fs::read_to_string(launcher).expect("launcher");
+            assert!(
+                script.contains(&format!(
+                    "REVIEW_AGENT_GATEWAY_HOME='{}'\nexport REVIEW_AGENT_GATEWAY_HOME\n",
+                    gateway_home.display()
+                )),
+                "{script}"
+            );
+        }
+        if !system {
+            // Run one as the browser would, with an empty environment (no HOME, so no
+            // installed manifest to allow the caller: the host refuses it, exit 1): its log
+            // goes to the install's home, so that is the home it uses.
+            let launcher = written
+                .iter()
+                .find(|p| {
+                    let p = p.to_string_lossy();
+                    p.contains("chromium/NativeMessagingHosts/") && !p.ends_with(".json")
+                })
+                .expect("the Chromium launcher");
+            let out = Command::new(launcher)
+                .arg(format!("chrome-extension://{CHROME_ID}/"))
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("the launcher runs");
+            assert_eq!(out.status.code(), Some(1), "{out:?}");
+            assert!(
+                gateway_home.join("state/logs/native-host.log").is_file(),
+                "the host did not use the install's home"
+            );
+            std::fs::remove_dir_all(gateway_home.join("state")).expect("remove the host's log");
+        }
         let new_files: Vec<PathBuf> = home
             .files()
             .into_iter()

@@ -30,8 +30,10 @@ pub fn sh_quote(text: &str) -> String {
 
 /// The launcher script for `binary` (an absolute path). With `flatpak`, it runs the binary on
 /// the host through `flatpak-spawn --host` when started inside a sandbox (`/.flatpak-info`
-/// exists), directly otherwise.
-pub fn render(binary: &str, flatpak: bool) -> String {
+/// exists), directly otherwise. With `gateway_home` (the `REVIEW_AGENT_GATEWAY_HOME` of the
+/// `install`), the host gets that variable too: a browser started from a desktop session does
+/// not have the installing shell's environment, and would otherwise use the default home.
+pub fn render(binary: &str, flatpak: bool, gateway_home: Option<&str>) -> String {
     let quoted = sh_quote(binary);
     let mut script = format!(
         "#!/bin/sh\n{LAUNCHER_MARKER} for {host}.\n\
@@ -39,9 +41,17 @@ pub fn render(binary: &str, flatpak: bool) -> String {
          # The browser passes the caller (an origin, or a manifest path and an add-on id).\n",
         host = crate::HOST_NAME
     );
+    let mut spawn_env = String::new();
+    if let Some(home) = gateway_home {
+        let home = sh_quote(home);
+        script.push_str(&format!(
+            "REVIEW_AGENT_GATEWAY_HOME={home}\nexport REVIEW_AGENT_GATEWAY_HOME\n"
+        ));
+        spawn_env = " --env=REVIEW_AGENT_GATEWAY_HOME=\"$REVIEW_AGENT_GATEWAY_HOME\"".to_owned();
+    }
     if flatpak {
         script.push_str(&format!(
-            "if [ -e /.flatpak-info ]; then\n  exec flatpak-spawn --host {quoted} native-host \"$@\"\nfi\n"
+            "if [ -e /.flatpak-info ]; then\n  exec flatpak-spawn --host{spawn_env} {quoted} native-host \"$@\"\nfi\n"
         ));
     }
     script.push_str(&format!("exec {quoted} native-host \"$@\"\n"));
@@ -95,9 +105,13 @@ mod tests {
             "/home/a b/it's/ré 日本/bin",
             "/x/'$(rm -rf)'`\\\"/y",
         ] {
-            let script = render(path, false);
+            let script = render(path, false, None);
             assert_eq!(binary_of(&script).as_deref(), Some(path), "{script}");
-            assert_eq!(binary_of(&render(path, true)).as_deref(), Some(path));
+            assert_eq!(binary_of(&render(path, true, None)).as_deref(), Some(path));
+            assert_eq!(
+                binary_of(&render(path, true, Some("/h o'me"))).as_deref(),
+                Some(path)
+            );
         }
         assert_eq!(binary_of("#!/bin/sh\nexec '/x' native-host \"$@\"\n"), None);
     }

@@ -58,6 +58,9 @@ pub struct Environment {
     /// Whether `<root>/usr/lib64` exists (Linux distributions whose Firefox reads
     /// `/usr/lib64/mozilla/native-messaging-hosts`).
     pub has_lib64: bool,
+    /// `$REVIEW_AGENT_GATEWAY_HOME` of the install, if set and absolute: the launcher passes
+    /// it on to the host (Linux and macOS).
+    pub gateway_home: Option<PathBuf>,
 }
 
 impl Environment {
@@ -94,6 +97,7 @@ impl Environment {
             local_app_data: var("LOCALAPPDATA"),
             program_data: var("ProgramData").or_else(|| var("PROGRAMDATA")),
             has_lib64: root.join("usr/lib64").is_dir(),
+            gateway_home: var("REVIEW_AGENT_GATEWAY_HOME").filter(|p| p.is_absolute()),
             home,
             root,
             flatpaks,
@@ -427,7 +431,8 @@ pub fn plan(
     for location in locations(env, request.browsers, request.scope)? {
         let (manifest_host_path, launcher) = match &location.launcher_path {
             Some(launcher_path) => {
-                let text = launcher::render(binary_str, location.flatpak.is_some());
+                let gateway_home = env.gateway_home.as_deref().and_then(Path::to_str);
+                let text = launcher::render(binary_str, location.flatpak.is_some(), gateway_home);
                 let path = launcher_path
                     .to_str()
                     .ok_or_else(|| InstallerError::NonUtf8Path(launcher_path.clone()))?;

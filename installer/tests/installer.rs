@@ -54,6 +54,7 @@ impl Sandbox {
             program_data: Some(PathBuf::from(r"C:\ProgramData")),
             flatpaks: installer::plan::detect_flatpaks(&self.home, &self.root),
             has_lib64: self.root.join("usr/lib64").is_dir(),
+            gateway_home: None,
         }
     }
 
