@@ -241,14 +241,22 @@ pub fn run_with(
     let ended = match ended {
         // A budget that ran out before any answer leaves the user nothing: a failure.
         Ok(End::BudgetExhausted(which)) if answer_text(&conversation.messages).is_empty() => {
+            let (limit, remediation) = if which == "maxContextTokens" {
+                (
+                    format!("a context of {} tokens", options.budget.max_context_tokens),
+                    "Ask about fewer lines (--lines, or a shorter selection), or raise the \
+                     provider's context_window in config.toml (and the model server's own).",
+                )
+            } else {
+                (
+                    format!("up to {} tool calls", options.budget.max_tool_calls),
+                    crate::conversation::BUDGET_REMEDIATION,
+                )
+            };
             Err(GatewayError::new(
                 codes::BUDGET_EXHAUSTED,
-                format!(
-                    "the chat's budget `{which}` ran out before the model answered (context of \
-                     {} tokens, {} tool calls)",
-                    options.budget.max_context_tokens, options.budget.max_tool_calls
-                ),
-                crate::review::model::CONTEXT_REMEDIATION,
+                format!("the chat's budget `{which}` ({limit}) ran out before the model answered"),
+                remediation,
             ))
         }
         other => other,

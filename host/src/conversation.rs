@@ -288,8 +288,11 @@ pub async fn converse(
     }
 }
 
-const BUDGET_REMEDIATION: &str = "Raise the policy's budget (maxToolCalls, maxOutputTokens) or \
-     the config's [limits], or review fewer files at a time.";
+/// What to do when a budget runs out: the command-line flags and the request fields, and the
+/// config's caps.
+pub const BUDGET_REMEDIATION: &str = "Raise the budget: --max-tool-calls / --max-output-tokens on \
+     the command line, maxToolCalls / maxOutputTokens in a request (both capped by [limits] in \
+     config.toml); or review fewer files at a time (--paths, scope.filePaths).";
 
 fn warn_budget(emitter: &mut Emitter<'_>, which: &str, message: String) {
     emitter.emit(Warning {

@@ -269,7 +269,11 @@ impl Gateway {
         .await;
         let status = match built {
             Ok(Ok(provider)) => provider.probe().await,
-            Ok(Err(error)) if error.code == codes::PROVIDER_NOT_CONFIGURED => {
+            // No key, or a key file that may not be used: configuration, not the server.
+            Ok(Err(error))
+                if error.code == codes::PROVIDER_NOT_CONFIGURED
+                    || error.code.starts_with("secrets.") =>
+            {
                 ProviderStatus::NotConfigured
             }
             _ => ProviderStatus::Unavailable,
@@ -577,7 +581,7 @@ impl Gateway {
         let tools = if request.tools_enabled == Some(true) {
             let selection = selection.as_ref().ok_or_else(|| {
                 GatewayError::new(
-                    codes::REPOSITORY_NOT_MAPPED,
+                    codes::REQUEST_INVALID,
                     "`toolsEnabled` needs a `context` naming the GitLab project whose repository the tools read",
                     "Send `context` with `gitlabOrigin` and `projectPath`, or set `toolsEnabled` to false.",
                 )
@@ -759,9 +763,24 @@ impl Gateway {
     /// ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
+        let running = self.live_ids().len();
+        if running > 0 {
+            tracing::info!(
+                runs = running,
+                grace_ms = grace.as_millis() as u64,
+                "shutting down: waiting for running runs"
+            );
+        }
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline && !self.live_ids().is_empty() {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let still = self.live_ids().len();
+        if still > 0 {
+            tracing::info!(
+                runs = still,
+                "shutting down: interrupting the runs still going (resume them after a restart)"
+            );
         }
         // From here on no event is committed; what still runs is interrupted.
         *self
@@ -847,6 +866,9 @@ impl Gateway {
         options.rule_set_ids = policy.rule_set_ids.clone();
         if let Some(c) = policy.min_confidence {
             options.min_confidence = c;
+        }
+        if let Some(language) = &policy.language {
+            crate::review::model::check_language(language)?;
         }
         if let Some((provider, model)) = model {
             options.model = Some(ModelReview {

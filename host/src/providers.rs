@@ -478,19 +478,28 @@ impl ProviderError {
     /// The error for users: its dotted code, the message, retryable or not, and a remediation
     /// naming `provider_id` where a command needs it.
     pub fn for_provider(self, provider_id: &str) -> GatewayError {
-        const RETRY: &str = "then try again (`POST /v1/runs/:runId/resume` for a daemon review, \
-             or run the command again)";
+        const RETRY: &str = "then try again (a daemon review: resume the run)";
         const BASE_URL: &str = "Check the provider's base_url in config.toml: an \
              openai-compatible server answers at …/v1/chat/completions (base_url ends in /v1, \
              e.g. http://127.0.0.1:11434/v1); Anthropic's is https://api.anthropic.com.";
         let message = self.to_string();
         match &self {
-            ProviderError::Unreachable { .. } | ProviderError::Timeout { .. } => GatewayError::new(
+            ProviderError::Unreachable { .. } => GatewayError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 message,
                 format!(
                     "Start the model server (e.g. `ollama serve`) or check the provider's \
                      base_url, {RETRY}."
+                ),
+            )
+            .retryable(),
+            ProviderError::Timeout { .. } => GatewayError::new(
+                codes::PROVIDER_UNAVAILABLE,
+                message,
+                format!(
+                    "The model server is up but slow (a large model loading, or a long prompt): \
+                     raise the provider's request_timeout_secs in config.toml, or use a smaller \
+                     model; {RETRY}."
                 ),
             )
             .retryable(),

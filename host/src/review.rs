@@ -436,20 +436,28 @@ fn pipeline(
             &selection,
             emitter,
         );
-        if outcome.cancelled {
-            return Err(Stop::Cancelled);
-        }
         model_outcome = Some(outcome);
     }
+    // Cancelled while the model worked (which may take minutes): the rule findings, and the
+    // model's so far, are already computed — validate and emit them, then end cancelled, so a
+    // cancel (or a daemon shutdown) does not lose them; resume never repeats them.
+    let cancelled_in_model = model_outcome.as_ref().is_some_and(|o| o.cancelled);
+    let check = || {
+        if cancelled_in_model {
+            Ok(())
+        } else {
+            control.check()
+        }
+    };
 
     // --- validate: confidence floor, fingerprints, dedupe; emit.
-    control.check()?;
+    check()?;
     emitter.stage(Stage::Validate);
     let mut findings = Vec::new();
     let mut occurrences: HashMap<(String, String, String), u32> = HashMap::new();
     let mut seen = std::collections::HashSet::new();
     for c in candidates {
-        control.check()?;
+        check()?;
         if c.rule.confidence() < options.min_confidence {
             continue;
         }
@@ -502,7 +510,7 @@ fn pipeline(
             .filter_map(|f| Some((f.rule_id.clone()?, f.path.clone(), f.start_line)))
             .collect();
         for mut finding in outcome.findings {
-            control.check()?;
+            check()?;
             if finding.confidence < options.min_confidence {
                 continue;
             }
@@ -560,6 +568,9 @@ fn pipeline(
         tool_calls = outcome.spent.tool_calls;
         model_error = outcome.error;
     }
+    if cancelled_in_model {
+        return Err(Stop::Cancelled);
+    }
     if let Some(error) = model_error {
         // The rule findings and the model's so far are emitted; the run fails retryably and
         // resume redoes the model stage without emitting any of them again.
@@ -581,7 +592,8 @@ fn pipeline(
         base_sha: merge_base.to_string(),
         head_sha: head.id.to_string(),
     };
-    emitter.run_completed(&outcome, started.elapsed());
+    // A resumed run counts the findings it emitted before, too.
+    emitter.run_completed(&outcome, control.already_emitted.len(), started.elapsed());
     Ok(outcome)
 }
 

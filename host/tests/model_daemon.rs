@@ -556,6 +556,9 @@ fn a_slow_model_is_cancelled_at_once_and_resume_finishes_the_review() {
         took < Duration::from_secs(2),
         "run.cancelled after {took:?}"
     );
+    // The rule findings computed before the cancel are not lost: they come before
+    // run.cancelled (and resume below never repeats them).
+    assert!(!findings(&after, "rule").is_empty(), "{:?}", types(&after));
     // The model's HTTP stream was dropped, not read to its end.
     let index = fake.scripted_requests()[0].index;
     match fake.wait_outcome_blocking(index) {
@@ -853,7 +856,7 @@ fn chat_requests_the_gateway_refuses_and_failed_or_cancelled_chats_are_not_resum
     let reply = gw.authed("POST", "/v1/chat", Some(&no_context));
     assert_eq!(
         (reply.status, reply.error_code().as_str()),
-        (404, "repository.not_mapped"),
+        (400, "request.invalid"),
         "{}",
         reply.body
     );

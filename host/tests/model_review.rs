@@ -552,15 +552,33 @@ fn a_context_window_too_small_for_the_diff_skips_it_with_a_warning() {
         "context_window = 1200",
     );
     let events = events(&f.review(&[]));
-    let skipped: Vec<&Value> = of_type(&events, "warning")
+    let codes = warning_codes(&events);
+    assert!(
+        codes.contains(&"model.tools_omitted".to_owned()),
+        "{codes:?}"
+    );
+    // One warning for the whole diff, not one per hunk or line.
+    let too_small: Vec<&Value> = of_type(&events, "warning")
         .into_iter()
-        .filter(|w| w["code"] == "model.hunk_skipped")
+        .filter(|w| w["code"] == "model.context_too_small")
         .collect();
-    assert_eq!(skipped.len(), 1, "{events:?}");
-    assert_eq!(skipped[0]["path"], "app.py");
-    assert!(warning_codes(&events).contains(&"model.tools_omitted".to_owned()));
+    assert_eq!(too_small.len(), 1, "{codes:?}");
+    assert!(
+        too_small[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1200 tokens"))
+    );
+    assert!(
+        !codes.contains(&"model.hunk_skipped".to_owned()),
+        "{codes:?}"
+    );
     assert_eq!(fake.scripted_requests().len(), 0);
     assert_eq!(findings(&events, "rule").len(), 1);
+    // The same from a budget given on the command line.
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
+    let low = self::events(&f.review(&["--max-context-tokens", "2000"]));
+    assert!(warning_codes(&low).contains(&"model.context_too_small".to_owned()));
+    assert_eq!(fake.scripted_requests().len(), 0);
 }
 
 #[test]
@@ -834,4 +852,118 @@ fn a_hunk_larger_than_the_context_is_sent_in_runs_of_lines_not_skipped() {
         "every line sent once or more, numbered right"
     );
     assert_eq!(of_type(&events, "run.completed").len(), 1);
+}
+
+#[test]
+fn command_line_mistakes_get_errors_in_command_line_words() {
+    let fake = FakeProvider::start();
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
+    let run = |args: &[&str]| {
+        let out = f.command(args[0]).args(&args[1..]).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let repo = f.repo.path().to_str().expect("utf-8 path").to_owned();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["chat", "--provider", "builtin", "hi"],
+            &[
+                "error[provider.not_configured]",
+                "`builtin` runs the review rules only",
+            ],
+        ),
+        (
+            &[
+                "chat",
+                "--provider",
+                "fake",
+                "--repo",
+                &repo,
+                "--file",
+                "app.py",
+                "--lines",
+                "9000-9001",
+                "hi",
+            ],
+            &[
+                "error[request.invalid]",
+                "--lines: line 9000 is past the end of the file (7 lines)",
+            ],
+        ),
+        (
+            &[
+                "chat",
+                "--provider",
+                "fake",
+                "--repo",
+                &repo,
+                "--file",
+                "app.py",
+                "--lines",
+                "5-2",
+                "hi",
+            ],
+            &["error[request.invalid]", "START comes first"],
+        ),
+        (
+            &[
+                "review",
+                "--repo",
+                &repo,
+                "--base",
+                &f.base,
+                "--provider",
+                "fake",
+                "--language",
+                "not a tag!",
+            ],
+            &[
+                "error[request.invalid]",
+                "`not a tag!` is not a language tag",
+            ],
+        ),
+        (
+            &["chat", "--provider", "nope", "hi"],
+            &[
+                "error[provider.not_configured]",
+                "no provider `nope`",
+                "fake",
+            ],
+        ),
+    ];
+    for (args, expected) in cases {
+        let stderr = run(args);
+        for part in expected {
+            assert!(stderr.contains(part), "{args:?}: {stderr}");
+        }
+        assert!(!stderr.contains("  remediation:  "), "{stderr}");
+    }
+    assert_eq!(
+        fake.scripted_requests().len(),
+        0,
+        "no mistake reached the model"
+    );
+}
+
+#[test]
+fn a_server_that_does_not_stream_is_a_protocol_error_not_a_broken_stream() {
+    let fake = FakeProvider::with_script([Reply::json(
+        200,
+        json!({"id": "chatcmpl-1", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}),
+    )]);
+    let f = Fixture::new(&fake, ProviderKind::OpenaiCompatible, "", WIDE);
+    let out = f.review(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error[provider.protocol_error]"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("not an event stream (content-type application/json)"),
+        "{stderr}"
+    );
+    assert_eq!(fake.scripted_requests().len(), 1, "not retried");
+    assert_eq!(findings(&events(&out), "rule").len(), 1);
 }

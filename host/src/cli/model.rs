@@ -99,6 +99,9 @@ pub fn review_model(
     let Some(provider_id) = args.provider.as_deref() else {
         return Ok(None);
     };
+    if let Some(language) = &args.language {
+        review_agent_gateway::review::model::check_language(language)?;
+    }
     let loaded = Config::load(args.config.as_deref())?;
     let config = loaded.config();
     let Some((provider, model)) = review_agent_gateway::providers::select(
@@ -227,10 +230,16 @@ fn chat_options(
         None,
     )?
     .ok_or_else(|| {
+        let message = if args.provider.as_deref() == Some("builtin") {
+            "`builtin` runs the review rules only and cannot chat; chat needs a model provider"
+        } else {
+            "chat needs a model provider: give --provider, or set `default_provider` in the config"
+        };
         GatewayError::new(
             codes::PROVIDER_NOT_CONFIGURED,
-            "chat needs a model provider: give --provider, or set `default_provider` in the config",
-            "`review-agent-gateway providers list` shows the configured providers.",
+            message,
+            "Give --provider with the id of a [[providers]] entry (`review-agent-gateway \
+             providers list` shows them).",
         )
     })?;
     let mut tools = None;
@@ -292,7 +301,11 @@ fn read_selection(
             let start: u32 = a.trim().parse().map_err(|_| bad_lines())?;
             let end: u32 = b.trim().parse().map_err(|_| bad_lines())?;
             if start == 0 || end < start {
-                return Err(bad_lines());
+                return Err(GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!("--lines `{spec}`: lines are numbered from 1, and START comes first"),
+                    "Give 1-based lines, e.g. --lines 40-57 or --lines 12.",
+                ));
             }
             (start, end)
         }
@@ -301,7 +314,20 @@ fn read_selection(
     if end != u32::MAX {
         input["endLine"] = end.into();
     }
-    let output = FileRead.execute(ctx, input)?.value;
+    let output = FileRead
+        .execute(ctx, input)
+        .map_err(
+            |error| match error.message.find("past the end of the file") {
+                // file_read's words are about its input fields; here they came from --lines.
+                Some(at) => GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!("--lines: line {start} is {}", &error.message[at..]),
+                    "Give lines that exist in --file (its length is in the message).",
+                ),
+                None => error,
+            },
+        )?
+        .value;
     let text = output["text"].as_str().unwrap_or_default().to_owned();
     let last = output["endLine"].as_u64().map_or(end, |e| e as u32);
     Ok(SelectionContext {

@@ -87,6 +87,23 @@ impl<W: WireFormat> Provider for HttpProvider<W> {
                 .settings
                 .post(&url, headers, &W::body(&request))
                 .await?;
+            // A 200 that is not an event stream (a non-streaming server, a proxy's page) is
+            // not a stream that broke: say what it is.
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_owned();
+            if !content_type.starts_with("text/event-stream") {
+                return Err(ProviderError::Protocol {
+                    url,
+                    detail: format!(
+                        "the answer is not an event stream (content-type {content_type}); the \
+                         server does not stream chat completions at this URL"
+                    ),
+                });
+            }
             Ok(decode_sse(
                 url,
                 self.settings.timeout,

@@ -148,7 +148,12 @@ impl<'a> Emitter<'a> {
         });
     }
 
-    pub(super) fn run_completed(&mut self, outcome: &ReviewOutcome, elapsed: Duration) {
+    pub(super) fn run_completed(
+        &mut self,
+        outcome: &ReviewOutcome,
+        earlier_findings: usize,
+        elapsed: Duration,
+    ) {
         let skipped_files = outcome
             .skipped
             .iter()
@@ -160,7 +165,9 @@ impl<'a> Emitter<'a> {
             .collect();
         self.emit(RunCompleted {
             usage: outcome.usage,
-            finding_count: Some(u32::try_from(outcome.findings.len()).unwrap_or(u32::MAX)),
+            finding_count: Some(
+                u32::try_from(outcome.findings.len() + earlier_findings).unwrap_or(u32::MAX),
+            ),
             reviewed_files: Some(outcome.reviewed.clone()),
             skipped_files: Some(skipped_files),
             rule_set_version: Some(outcome.rule_set_version.clone()),

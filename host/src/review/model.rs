@@ -28,7 +28,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Emitter, fingerprint, new_id};
-use crate::conversation::{self, Budget, Conversation, End, Spent, ToolHost, specs_tokens};
+use crate::conversation::{
+    self, BUDGET_REMEDIATION, Budget, Conversation, End, Spent, ToolHost, specs_tokens,
+};
 use crate::error::GatewayError;
 use crate::protocol::{
     Confidence, Effort, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
@@ -166,6 +168,29 @@ pub fn run(
     // Room for tool results and the model's own turns.
     let working = if offer_tools { window / 4 } else { window / 16 };
     let diff_budget = window.saturating_sub(fixed + answer + working);
+    if diff_budget < MIN_SPLIT_ROOM {
+        // Nothing of the diff fits: one warning, not one per hunk.
+        let mut paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        paths.dedup();
+        emitter.emit(Warning {
+            code: "model.context_too_small".into(),
+            message: format!(
+                "the model's context of {window} tokens leaves ~{diff_budget} tokens for the diff \
+                 after the instructions (~{fixed}), the answer ({answer}) and room for tool \
+                 results, so the model reviewed nothing (the rules reviewed {})",
+                plural(paths.len(), "file")
+            ),
+            path: None,
+            remediation: Some(
+                "Raise the provider's context_window in config.toml to what the model server \
+                 allows (and the server's own, e.g. Ollama's num_ctx), or a --max-context-tokens \
+                 / maxContextTokens that is too low."
+                    .into(),
+            ),
+        });
+        outcome.findings = host.accepted;
+        return outcome;
+    }
     let (chunks, skipped) = chunk(files, diff_budget);
     for hunk in &skipped {
         emitter.emit(Warning {
@@ -191,6 +216,7 @@ pub fn run(
             system: &system,
             messages: vec![Message::user(chunk_prompt(chunk, i, chunks.len()))],
         };
+        let spent_before = outcome.spent;
         let ended = model.runtime.block_on(conversation::converse(
             &mut conversation,
             &mut host,
@@ -207,20 +233,28 @@ pub fn run(
             }
             Ok(End::BudgetExhausted(which)) => {
                 if which != "maxContextTokens" {
-                    let rest: Vec<&str> = chunks[i + 1..].iter().flat_map(|c| c.paths()).collect();
+                    // The parts not sent, and this one when the budget ran out before it was.
+                    let unsent = if outcome.spent == spent_before {
+                        i
+                    } else {
+                        i + 1
+                    };
+                    let mut rest: Vec<&str> =
+                        chunks[unsent..].iter().flat_map(|c| c.paths()).collect();
+                    rest.sort_unstable();
+                    rest.dedup();
                     if !rest.is_empty() {
                         emitter.emit(Warning {
                             code: "model.files_not_reviewed".into(),
                             message: format!(
-                                "the model did not review {} (budget {which} used up): {}",
+                                "the model did not review {} (or not all of {}; budget {which} \
+                                 used up): {}",
                                 plural(rest.len(), "file"),
+                                if rest.len() == 1 { "it" } else { "them" },
                                 rest.join(", ")
                             ),
                             path: None,
-                            remediation: Some(
-                                "Raise the budget, or review those files on their own (--paths)."
-                                    .into(),
-                            ),
+                            remediation: Some(BUDGET_REMEDIATION.into()),
                         });
                     }
                     break;
@@ -234,6 +268,31 @@ pub fn run(
     }
     outcome.findings = host.accepted;
     outcome
+}
+
+/// Check a `language` (draft §8 `policy.language`) is shaped like a BCP 47 tag — `de`, `zh-CN`,
+/// `sr-Latn-RS`: 2–8 letters, then `-`-separated parts of 1–8 letters or digits — before it
+/// goes into a prompt.
+///
+/// # Errors
+/// `request.invalid` naming the value.
+pub fn check_language(tag: &str) -> Result<(), GatewayError> {
+    let mut parts = tag.split('-');
+    let primary = parts.next().unwrap_or_default();
+    let ok = (2..=8).contains(&primary.len())
+        && primary.bytes().all(|b| b.is_ascii_alphabetic())
+        && parts
+            .all(|p| (1..=8).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if ok {
+        Ok(())
+    } else {
+        Err(GatewayError::new(
+            crate::error::codes::REQUEST_INVALID,
+            format!("`{tag}` is not a language tag"),
+            "Give a BCP 47 language tag such as `en`, `de` or `zh-CN` (--language, or \
+             policy.language in a request).",
+        ))
+    }
 }
 
 /// The `context.added` of kind `model` for a run of `model` on `provider` within `budget`.

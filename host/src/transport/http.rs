@@ -458,7 +458,11 @@ pub fn status_for(code: &str) -> StatusCode {
         // A run whose state or kind does not allow the action (a chat is never resumed): the
         // client's request conflicts with the run, not a gateway fault (was a 500).
         codes::REQUEST_ID_CONFLICT | codes::RUN_NOT_RESUMABLE => StatusCode::CONFLICT,
-        codes::PROVIDER_NOT_CONFIGURED => StatusCode::UNPROCESSABLE_ENTITY,
+        // The provider cannot be used as configured (no such id or model, no usable key).
+        codes::PROVIDER_NOT_CONFIGURED
+        | codes::SECRETS_FILE_INSECURE
+        | codes::SECRETS_UNAVAILABLE
+        | codes::BUDGET_EXHAUSTED => StatusCode::UNPROCESSABLE_ENTITY,
         codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
         c if c.starts_with("request.")
             || c.starts_with("rules.")
@@ -479,7 +483,8 @@ fn invalid_json(e: &serde_json::Error) -> GatewayError {
     GatewayError::new(
         codes::REQUEST_INVALID,
         format!("the request body is not valid: {e}"),
-        "Send a JSON body of the shape the protocol draft gives for this route.",
+        "Send a JSON body; the README shows one for each route (sections \"The daemon\" and \
+         \"Model providers\").",
     )
 }
 
