@@ -338,7 +338,7 @@ fn insecure_or_broken_key_files_are_refused() {
         assert!(
             out.stderr.contains("error[secrets.file_insecure]")
                 && out.stderr.contains("holds no usable key")
-                && out.stderr.contains("set-key ID --file"),
+                && out.stderr.contains("set-key local --file"),
             "{}",
             out.stderr
         );

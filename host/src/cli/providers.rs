@@ -231,7 +231,7 @@ fn set_key(id: &str, file: bool, config: Option<PathBuf>) -> Result<ExitCode, Ga
     let loaded = Config::load(config.as_deref())?;
     let provider = configured(&loaded, id)?;
     let paths = Paths::discover()?;
-    let key = read_key(id)?;
+    let key = read_key(id, file)?;
     let target = if file {
         KeyStore::File
     } else {
@@ -306,7 +306,11 @@ fn not_configured(loaded: &LoadedConfig, id: &str) -> GatewayError {
 }
 
 /// The key typed at a hidden prompt (stdin is a terminal) or the first line of stdin.
-fn read_key(id: &str) -> Result<ApiKey, GatewayError> {
+fn read_key(id: &str, file: bool) -> Result<ApiKey, GatewayError> {
+    let again = format!(
+        "printf %s \"$KEY\" | review-agent-gateway providers set-key {id}{}",
+        if file { " --file" } else { "" }
+    );
     let stdin = std::io::stdin();
     let text = if stdin.is_terminal() {
         rpassword::prompt_password(format!("API key for provider `{id}` (not shown): ")).map_err(
@@ -314,8 +318,7 @@ fn read_key(id: &str) -> Result<ApiKey, GatewayError> {
                 GatewayError::new(
                     codes::REQUEST_INVALID,
                     format!("cannot read the key from the terminal: {e}"),
-                    "Pipe the key in instead: `printf %s \"$KEY\" | review-agent-gateway \
-                     providers set-key ID`.",
+                    format!("Pipe the key in instead: `{again}`."),
                 )
             },
         )?
@@ -329,8 +332,7 @@ fn read_key(id: &str) -> Result<ApiKey, GatewayError> {
                 GatewayError::new(
                     codes::REQUEST_INVALID,
                     format!("cannot read the key from standard input: {e}"),
-                    "Pipe the key in as one line of text: `printf %s \"$KEY\" | \
-                     review-agent-gateway providers set-key ID`.",
+                    format!("Pipe the key in as one line of text: `{again}`."),
                 )
             })?;
         line
@@ -338,12 +340,12 @@ fn read_key(id: &str) -> Result<ApiKey, GatewayError> {
     ApiKey::parse(&text).map_err(|why| {
         let hint = match why {
             InvalidKey::Empty => {
-                "Type or paste the key at the prompt, or pipe it in: `printf %s \"$KEY\" | \
-                 review-agent-gateway providers set-key ID`."
+                format!("Type or paste the key at the prompt, or pipe it in: `{again}`.")
             }
             InvalidKey::TooLong | InvalidKey::BadCharacter => {
                 "Give the key exactly as the provider issued it, on one line (only the first \
                  line of a pipe is read)."
+                    .to_owned()
             }
         };
         GatewayError::new(codes::REQUEST_INVALID, format!("not stored: {why}"), hint)

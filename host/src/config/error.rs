@@ -119,15 +119,18 @@ impl From<ConfigError> for GatewayError {
             ConfigError::Invalid { .. } => GatewayError::new(
                 codes::CONFIG_INVALID,
                 message,
-                "Fix the named key at that line of the config file; the format is documented in \
-                 the `config` module (snake_case keys: port, bind, allowed_origins, [[mappings]], \
-                 [[providers]], rules_dirs, [limits], event_retention_hours).",
+                "Fix the named key at that line of the config file (README: \"The daemon\" → \
+                 Config, and \"Model providers\"; snake_case keys: port, bind, allowed_origins, \
+                 default_provider, [[mappings]], [[providers]], rules_dirs, [limits], \
+                 event_retention_hours, [tools.run_check], [native_messaging]).",
             ),
             ConfigError::SecretInConfig { .. } => GatewayError::new(
                 codes::CONFIG_INVALID,
                 message,
-                "Remove the key from the config file and store keys with the keyring (the OS \
-                 keychain), or set the provider's conventional environment variable.",
+                "Remove the key from the config file and store it with `review-agent-gateway \
+                 providers set-key <provider id>` (the OS keyring; `--file` for a 0600 key file \
+                 where there is no keyring), or put it in the environment (OPENAI_API_KEY, \
+                 ANTHROPIC_API_KEY, or the entry's api_key_env).",
             ),
             ConfigError::NoHomeDirectory => GatewayError::new(
                 codes::CONFIG_INVALID,

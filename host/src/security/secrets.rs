@@ -507,8 +507,11 @@ impl From<SecretsError> for GatewayError {
                 message,
                 format!(
                     "Remove {} and store the key again with `review-agent-gateway providers \
-                     set-key ID --file`.",
-                    path.display()
+                     set-key {} --file`.",
+                    path.display(),
+                    // The key file is named after its provider.
+                    path.file_name()
+                        .map_or("ID".into(), |n| n.to_string_lossy())
                 ),
             ),
             SecretsError::FileIo { path, .. } => GatewayError::new(
