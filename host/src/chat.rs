@@ -30,9 +30,6 @@ use crate::providers::{
 use crate::review::{Emitter, RunControl};
 use crate::tools::{Registry, ToolContext};
 
-/// Most characters of a tool answer sent back to the model.
-pub const TOOL_RESULT_CHARS: usize = crate::review::model::TOOL_RESULT_CHARS;
-
 /// What a chat run needs.
 #[derive(Clone)]
 pub struct ChatOptions {
@@ -116,7 +113,7 @@ pub fn run_with(
     let mut offer_tools = options.tools.is_some();
     if offer_tools {
         let window = options.budget.max_context_tokens;
-        let need = specs_tokens(&crate::review::model::repository_tool_specs(&registry))
+        let need = specs_tokens(&crate::conversation::repository_tool_specs(&registry))
             + options
                 .messages
                 .iter()
@@ -136,11 +133,11 @@ pub fn run_with(
                      tools (~{need} tokens with them), so the model answers without them"
                 ),
                 path: None,
-                remediation: Some(crate::review::model::CONTEXT_REMEDIATION.into()),
+                remediation: Some(crate::conversation::CONTEXT_REMEDIATION.into()),
             });
         }
     }
-    emitter.emit(crate::review::model::model_context(
+    emitter.emit(crate::conversation::model_context(
         options.provider.as_ref(),
         &options.model,
         &options.budget,
@@ -302,7 +299,7 @@ impl ToolHost for ChatTools<'_> {
         if self.ctx.is_none() {
             return Vec::new();
         }
-        crate::review::model::repository_tool_specs(&self.registry)
+        crate::conversation::repository_tool_specs(&self.registry)
     }
 
     fn counts_against_budget(&self, _name: &str) -> bool {
@@ -310,6 +307,6 @@ impl ToolHost for ChatTools<'_> {
     }
 
     fn call(&mut self, call: &ToolCall, emitter: &mut Emitter<'_>) -> ToolResult {
-        crate::review::model::call_repository_tool(self.ctx, &self.registry, call, emitter)
+        crate::conversation::call_repository_tool(self.ctx, &self.registry, call, emitter)
     }
 }

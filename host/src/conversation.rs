@@ -21,6 +21,10 @@
 //! the start of the turn (at most [`TURN_RETRIES`] times, with a `warning`
 //! `provider.stream_retried` so a client can discard the turn's partial text); nothing the
 //! model asked for in a broken turn has been acted on. Cancel drops the HTTP stream at once.
+//!
+//! The module also holds what review and chat share on the repository side of a [`ToolHost`]:
+//! the read-only tools as offered to a model ([`repository_tool_specs`]), answering their calls
+//! ([`call_repository_tool`]), and the `context.added` of kind `model` ([`model_context`]).
 
 use std::time::Duration;
 
@@ -34,6 +38,7 @@ use crate::providers::{
     ToolCall, ToolResult, ToolSpec, estimate_tokens,
 };
 use crate::review::Emitter;
+use crate::tools::{self, Registry, SideEffect, ToolContext};
 
 /// Turns in a row in which every tool call was refused for the budget before the loop stops.
 pub const REFUSED_TURNS: u32 = 2;
@@ -472,5 +477,103 @@ async fn turn(
                 });
             }
         }
+    }
+}
+
+// === The repository side of a tool host (model review and chat) ===
+
+/// Most characters of a tool answer sent back to the model (the rest is cut with a note).
+pub const TOOL_RESULT_CHARS: usize = 12_000;
+
+/// What to do when the context window is too small (model review and chat).
+pub const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
+     model server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
+     time with --paths.";
+
+/// The `context.added` of kind `model` for a run of `model` on `provider` within `budget`.
+pub fn model_context(
+    provider: &dyn Provider,
+    model: &str,
+    budget: &Budget,
+    tools: bool,
+) -> crate::protocol::ContextAdded {
+    crate::protocol::ContextAdded {
+        context: crate::protocol::ContextItem::Model(crate::protocol::ModelContext {
+            provider_id: provider.id().to_owned(),
+            provider_kind: provider.kind().as_str().to_owned(),
+            model: model.to_owned(),
+            max_context_tokens: budget.max_context_tokens,
+            max_tool_calls: budget.max_tool_calls,
+            max_output_tokens: budget.max_output_tokens,
+            tools,
+        }),
+    }
+}
+
+/// The read-only tools of `registry` as offered to a model (`run_check` never), their schemas
+/// without the `$schema` and `title` keys a model does not need.
+pub fn repository_tool_specs(registry: &Registry) -> Vec<ToolSpec> {
+    registry
+        .tools()
+        .filter(|t| t.side_effect() != SideEffect::Command)
+        .map(|t| {
+            let mut schema = t.input_schema();
+            if let Some(object) = schema.as_object_mut() {
+                object.remove("$schema");
+                object.remove("title");
+            }
+            ToolSpec {
+                name: t.name().into(),
+                description: t.description().into(),
+                input_schema: schema,
+            }
+        })
+        .collect()
+}
+
+/// Answer a model's call of a read-only repository tool in `ctx` (`None`: no tools offered),
+/// emitting `tool.started` and `tool.completed` (redacted, draft §10); the model gets the
+/// whole answer cut to [`TOOL_RESULT_CHARS`], or the error with its remediation.
+pub fn call_repository_tool(
+    ctx: Option<&ToolContext>,
+    registry: &Registry,
+    call: &ToolCall,
+    emitter: &mut Emitter<'_>,
+) -> ToolResult {
+    let answer = |content: String, is_error: bool| ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+    };
+    let tool = match (ctx, registry.get(&call.name)) {
+        (Some(ctx), Ok(tool)) if tool.side_effect() != SideEffect::Command => (ctx, tool),
+        _ => return answer(format!("There is no tool `{}` here.", call.name), true),
+    };
+    let arguments = match call.parsed_arguments() {
+        Ok(arguments) => arguments,
+        Err(why) => return answer(format!("Not run: {why}. Send a JSON object."), true),
+    };
+    let (ctx, tool) = tool;
+    let invocation = tools::invoke(tool, ctx, &call.id, arguments);
+    emitter.emit(invocation.started);
+    emitter.emit(invocation.completed);
+    match invocation.result {
+        Ok(output) => answer(cut(&output.value.to_string(), TOOL_RESULT_CHARS), false),
+        Err(error) => answer(
+            format!("{}: {} ({})", error.code, error.message, error.remediation),
+            true,
+        ),
+    }
+}
+
+/// `text` cut to at most `max` characters, with a note when cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!(
+            "{}…[cut: the answer was longer than {max} characters]",
+            &text[..end]
+        ),
     }
 }

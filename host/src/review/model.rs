@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Emitter, fingerprint, new_id};
 use crate::conversation::{
-    self, BUDGET_REMEDIATION, Budget, Conversation, End, Spent, ToolHost, specs_tokens,
+    self, BUDGET_REMEDIATION, Budget, CONTEXT_REMEDIATION, Conversation, End, Spent, ToolHost,
+    call_repository_tool, cut, model_context, repository_tool_specs, specs_tokens,
 };
 use crate::error::GatewayError;
 use crate::protocol::{
@@ -39,22 +40,16 @@ use crate::protocol::{
 use crate::providers::{Message, Provider, ToolCall, ToolResult, ToolSpec, estimate_tokens};
 use crate::repo::{ChangeKind, DiffLine, FileAt, FileDiff, Hunk, LineKind, Repository};
 use crate::rules::Selection;
-use crate::tools::{self, Registry, SideEffect, SymbolIndex, ToolContext};
+use crate::tools::{self, Registry, SymbolIndex, ToolContext};
 
 /// The tool the model reports findings with.
 pub const REPORT_FINDING: &str = "report_finding";
-/// Most characters of a tool answer sent back to the model (the rest is cut with a note).
-pub const TOOL_RESULT_CHARS: usize = 12_000;
 /// Most findings one run accepts from the model.
 pub const MAX_MODEL_FINDINGS: usize = 200;
 /// Most rules listed in the guidance of the system prompt.
 const GUIDANCE_RULES: usize = 80;
 /// The least room for the diff with which repository tools are still offered.
 const MIN_DIFF_TOKENS: u64 = 1024;
-/// What to do when the context window is too small (model review and chat).
-pub const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
-     model server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
-     time with --paths.";
 
 /// What the model stage runs with ([`super::ReviewOptions::model`]).
 #[derive(Clone)]
@@ -292,26 +287,6 @@ pub fn check_language(tag: &str) -> Result<(), GatewayError> {
             "Give a BCP 47 language tag such as `en`, `de` or `zh-CN` (--language, or \
              policy.language in a request).",
         ))
-    }
-}
-
-/// The `context.added` of kind `model` for a run of `model` on `provider` within `budget`.
-pub fn model_context(
-    provider: &dyn Provider,
-    model: &str,
-    budget: &Budget,
-    tools: bool,
-) -> crate::protocol::ContextAdded {
-    crate::protocol::ContextAdded {
-        context: crate::protocol::ContextItem::Model(crate::protocol::ModelContext {
-            provider_id: provider.id().to_owned(),
-            provider_kind: provider.kind().as_str().to_owned(),
-            model: model.to_owned(),
-            max_context_tokens: budget.max_context_tokens,
-            max_tool_calls: budget.max_tool_calls,
-            max_output_tokens: budget.max_output_tokens,
-            tools,
-        }),
     }
 }
 
@@ -669,27 +644,6 @@ fn tool_specs(repository: bool) -> Vec<ToolSpec> {
     specs
 }
 
-/// The read-only tools of `registry` as offered to a model (`run_check` never), their schemas
-/// without the `$schema` and `title` keys a model does not need.
-pub fn repository_tool_specs(registry: &Registry) -> Vec<ToolSpec> {
-    registry
-        .tools()
-        .filter(|t| t.side_effect() != SideEffect::Command)
-        .map(|t| {
-            let mut schema = t.input_schema();
-            if let Some(object) = schema.as_object_mut() {
-                object.remove("$schema");
-                object.remove("title");
-            }
-            ToolSpec {
-                name: t.name().into(),
-                description: t.description().into(),
-                input_schema: schema,
-            }
-        })
-        .collect()
-}
-
 impl ToolHost for ReviewTools<'_> {
     fn specs(&self) -> Vec<ToolSpec> {
         tool_specs(self.offer_tools)
@@ -717,53 +671,6 @@ impl ToolHost for ReviewTools<'_> {
             content,
             is_error,
         }
-    }
-}
-
-/// Answer a model's call of a read-only repository tool in `ctx` (`None`: no tools offered),
-/// emitting `tool.started` and `tool.completed` (redacted, draft §10); the model gets the
-/// whole answer cut to [`TOOL_RESULT_CHARS`], or the error with its remediation.
-pub fn call_repository_tool(
-    ctx: Option<&ToolContext>,
-    registry: &Registry,
-    call: &ToolCall,
-    emitter: &mut Emitter<'_>,
-) -> ToolResult {
-    let answer = |content: String, is_error: bool| ToolResult {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        content,
-        is_error,
-    };
-    let tool = match (ctx, registry.get(&call.name)) {
-        (Some(ctx), Ok(tool)) if tool.side_effect() != SideEffect::Command => (ctx, tool),
-        _ => return answer(format!("There is no tool `{}` here.", call.name), true),
-    };
-    let arguments = match call.parsed_arguments() {
-        Ok(arguments) => arguments,
-        Err(why) => return answer(format!("Not run: {why}. Send a JSON object."), true),
-    };
-    let (ctx, tool) = tool;
-    let invocation = tools::invoke(tool, ctx, &call.id, arguments);
-    emitter.emit(invocation.started);
-    emitter.emit(invocation.completed);
-    match invocation.result {
-        Ok(output) => answer(cut(&output.value.to_string(), TOOL_RESULT_CHARS), false),
-        Err(error) => answer(
-            format!("{}: {} ({})", error.code, error.message, error.remediation),
-            true,
-        ),
-    }
-}
-
-/// `text` cut to at most `max` characters, with a note when cut.
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((end, _)) => format!(
-            "{}…[cut: the answer was longer than {max} characters]",
-            &text[..end]
-        ),
     }
 }
 
