@@ -37,9 +37,10 @@ import { once } from "node:events";
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createInterface } from "node:readline";
-import net from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { fixtureRepo, freePort } from "./fixture.mjs";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const CHROMIUM = "/usr/bin/chromium";
@@ -70,11 +71,6 @@ function run(cmd, argv, opts = {}) {
   return r.stdout.trim();
 }
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -174,17 +170,6 @@ ${files}
 </div></body></html>`;
 }
 
-/** A build log with what JSON escapes heavily (quotes, backslashes, tabs, ESC colour codes) and
- * non-ASCII text: about 0.6 MB of text whose file_read_diff answer is over 1.1 MiB of JSON,
- * within the tool's 1 MiB text cap. */
-function buildLog() {
-  const esc = "\x1b";
-  let text = "";
-  for (let i = 1; i <= 8000; i++) {
-    text += `${i}\t${esc}[32m"ok"${esc}[0m C:\\temp\\build café 日本語 🚀 ${esc}[1m${esc}[31mFAIL${esc}[0m\n`;
-  }
-  return text;
-}
 
 async function main() {
   const { binary, home, artifacts } = args();
@@ -198,21 +183,7 @@ async function main() {
   mkdirSync(artifacts, { recursive: true });
 
   // The fixture repository: base, head (the reviewed commit) and a branch `big` adding build.log.
-  const repo = join(home, "repo");
-  mkdirSync(repo, { recursive: true });
-  const git = (...a) => run("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", ...a], { cwd: repo });
-  git("init", "-q", "-b", "main");
-  writeFileSync(join(repo, "app.py"), "import os\nimport sys\n");
-  git("add", "-A"); git("commit", "-q", "-m", "base");
-  const base = git("rev-parse", "HEAD");
-  writeFileSync(join(repo, "app.py"), "import os\n" + [0, 1, 2, 3, 4].map((i) => `v${i} = eval(x${i})\n`).join(""));
-  git("add", "-A"); git("commit", "-q", "-m", "five findings");
-  const head = git("rev-parse", "HEAD");
-  const log = buildLog();
-  git("checkout", "-q", "-b", "big");
-  writeFileSync(join(repo, "build.log"), log);
-  git("add", "-A"); git("commit", "-q", "-m", "a big build log");
-  git("checkout", "-q", "main");
+  const { repo, base, head, log } = fixtureRepo(home, run, "import os\nimport sys\n");
 
   // The page server: the MR pages (classic and Vue markup), GitLab's REST answer, a blank page
   // and the client library (imported by steps that drive the client directly).

@@ -30,9 +30,10 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createInterface } from "node:readline";
-import net from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { fixtureRepo, freePort } from "./fixture.mjs";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const FIREFOX = "/usr/bin/firefox-esr";
@@ -63,11 +64,6 @@ function run(cmd, argv, opts = {}) {
   return r.stdout.trim();
 }
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
 
 /** The harness the page runs after the userscript: waits for the content script's marker (the
  * temporary add-on may be installed after the first load; then the page reloads), clicks
@@ -123,17 +119,6 @@ function harness(step) {
   }})(${JSON.stringify(step)});`;
 }
 
-/** A build log with what JSON escapes heavily (quotes, backslashes, tabs, ESC colour codes) and
- * non-ASCII text: about 0.6 MB of text whose file_read_diff answer is over 1.1 MiB of JSON, so
- * the native host sends it as chunk frames. */
-function buildLog() {
-  const esc = "\x1b";
-  let text = "";
-  for (let i = 1; i <= 8000; i++) {
-    text += `${i}\t${esc}[32m"ok"${esc}[0m C:\\temp\\build café 日本語 🚀 ${esc}[1m${esc}[31mFAIL${esc}[0m\n`;
-  }
-  return text;
-}
 
 /** The stand-in merge-request page: GitLab's diff markup (`.diff-file[data-path]`, line rows with
  * `td.old_line` / `td.new_line[data-linenumber]`) for app.py (line 1 kept, lines 2–6 added) and a
@@ -170,21 +155,7 @@ async function main() {
   const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 
   // The fixture repository.
-  const repo = join(home, "repo");
-  mkdirSync(repo, { recursive: true });
-  const git = (...a) => run("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", ...a], { cwd: repo });
-  git("init", "-q", "-b", "main");
-  writeFileSync(join(repo, "app.py"), "import os\n");
-  git("add", "-A"); git("commit", "-q", "-m", "base");
-  const base = git("rev-parse", "HEAD");
-  writeFileSync(join(repo, "app.py"), "import os\n" + [0, 1, 2, 3, 4].map((i) => `v${i} = eval(x${i})\n`).join(""));
-  git("add", "-A"); git("commit", "-q", "-m", "five findings");
-  const head = git("rev-parse", "HEAD");
-  const log = buildLog();
-  git("checkout", "-q", "-b", "big");
-  writeFileSync(join(repo, "build.log"), log);
-  git("add", "-A"); git("commit", "-q", "-m", "a big build log");
-  git("checkout", "-q", "main");
+  const { repo, base, head, log } = fixtureRepo(home, run, "import os\n");
 
   // The extension and the userscript, built with the loopback page as a GitLab origin.
   const dist = join(home, "dist");

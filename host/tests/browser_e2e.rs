@@ -17,14 +17,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 #[test]
 fn review_through_extension_websocket_and_sse_in_headless_chromium() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    let bridge = workspace.join("extension-bridge");
+    let bridge = common::extension_bridge();
     let hint = "run the install steps of .ci/run: `apt-get install -y chromium nodejs npm` and \
                 `npm ci` in extension-bridge/";
     assert!(
@@ -35,27 +31,16 @@ fn review_through_extension_websocket_and_sse_in_headless_chromium() {
         bridge.join("node_modules/playwright-core").is_dir(),
         "extension-bridge/node_modules/playwright-core is missing: {hint}"
     );
-    let home = tempfile::tempdir().expect("temp dir");
-    let artifacts = workspace.join("target/browser-e2e");
+    let artifacts = bridge
+        .parent()
+        .expect("workspace root")
+        .join("target/browser-e2e");
     let screenshot = artifacts.join("browser-e2e-extension.png");
     let _ = std::fs::remove_file(&screenshot);
-    let out = Command::new("node")
-        .arg(bridge.join("tests/e2e.mjs"))
-        .arg("--binary")
-        .arg(common::bin())
-        .arg("--home")
-        .arg(home.path())
-        .arg("--artifacts")
-        .arg(&artifacts)
-        .env_remove("REVIEW_AGENT_GATEWAY_HOME")
-        .env_remove("REVIEW_AGENT_GATEWAY_PORT")
-        .output()
-        .unwrap_or_else(|e| panic!("node does not run ({e}): {hint}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "e2e.mjs failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    let stdout = common::run_browser_test(
+        "e2e.mjs",
+        &["--artifacts".as_ref(), artifacts.as_os_str()],
+        hint,
     );
     for line in [
         "options without host: The native messaging host is not installed for this browser",

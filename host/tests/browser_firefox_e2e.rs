@@ -16,15 +16,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 #[test]
 fn review_through_extension_websocket_and_sse_in_headless_firefox() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    let bridge = workspace.join("extension-bridge");
+    let bridge = common::extension_bridge();
     let hint = "run the install steps of .ci/run: `apt-get install -y firefox-esr nodejs npm` and \
                 `npm ci` in extension-bridge/";
     assert!(
@@ -35,24 +31,8 @@ fn review_through_extension_websocket_and_sse_in_headless_firefox() {
         bridge.join("node_modules/web-ext/bin/web-ext.js").is_file(),
         "extension-bridge/node_modules/web-ext is missing: {hint}"
     );
-    let home = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
-    let out = Command::new("node")
-        .arg(bridge.join("tests/firefox-e2e.mjs"))
-        .arg("--binary")
-        .arg(common::bin())
-        .arg("--home")
-        .arg(home.path())
-        .env_remove("REVIEW_AGENT_GATEWAY_HOME")
-        .env_remove("REVIEW_AGENT_GATEWAY_PORT")
-        .output()
-        .unwrap_or_else(|e| panic!("node does not run ({e}): {hint}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "firefox-e2e.mjs failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-    );
+    let stdout = common::run_browser_test("firefox-e2e.mjs", &[], hint);
     for line in [
         "firefox no-host: the page says \"gateway.unavailable",
         "No such native application com.review_agent.gateway",

@@ -81,3 +81,37 @@ pub fn token(home: &Path) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// The workspace's `extension-bridge/` folder.
+pub fn extension_bridge() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .join("extension-bridge")
+}
+
+/// Run the browser test `extension-bridge/tests/<script>` with node, this build's binary
+/// (`--binary`), a fresh gateway home (`--home`) and `args`, without a developer's
+/// `REVIEW_AGENT_GATEWAY_HOME`/`_PORT`; panics with its output (or `hint`, when node does not
+/// run) unless it exits 0. Returns its stdout.
+pub fn run_browser_test(script: &str, args: &[&std::ffi::OsStr], hint: &str) -> String {
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = Command::new("node")
+        .arg(extension_bridge().join("tests").join(script))
+        .arg("--binary")
+        .arg(bin())
+        .arg("--home")
+        .arg(home.path())
+        .args(args)
+        .env_remove("REVIEW_AGENT_GATEWAY_HOME")
+        .env_remove("REVIEW_AGENT_GATEWAY_PORT")
+        .output()
+        .unwrap_or_else(|e| panic!("node does not run ({e}): {hint}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    stdout
+}
