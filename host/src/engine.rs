@@ -861,6 +861,14 @@ impl Gateway {
         options.rules_dirs = config.rules_dirs.clone();
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();
+            // Refused here (400), not by the run: the caps and the glob syntax of the tools.
+            review::PathScope::new(&options.paths, &[]).map_err(|e| {
+                GatewayError::new(
+                    e.code,
+                    format!("`scope.filePaths`: {}", e.message),
+                    e.remediation,
+                )
+            })?;
         }
         let policy = request.policy.clone().unwrap_or_default();
         options.rule_set_ids = policy.rule_set_ids.clone();

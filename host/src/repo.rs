@@ -19,7 +19,7 @@ use thiserror::Error;
 use crate::error::{GatewayError, codes};
 
 pub use diff::{
-    ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, LineKind, SkipReason, SkippedFile,
+    ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, Interrupt, LineKind, SkipReason, SkippedFile,
 };
 
 /// An error from opening or reading a repository.
@@ -57,6 +57,9 @@ pub enum RepoError {
         /// What gix reported.
         message: String,
     },
+    /// [`DiffOptions::interrupt`] asked the diff to stop (the run was cancelled).
+    #[error("the diff was stopped: the run was cancelled")]
+    Interrupted,
 }
 
 impl From<RepoError> for GatewayError {
@@ -85,6 +88,11 @@ impl From<RepoError> for GatewayError {
                 codes::REPOSITORY_READ_FAILED,
                 message,
                 "Run `git fsck` in the repository; re-clone it if objects are corrupt.",
+            ),
+            RepoError::Interrupted => GatewayError::new(
+                codes::RUN_CANCELLED,
+                message,
+                "Resume the run or start a new review.",
             ),
         }
     }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::GlobBuilder;
 
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
@@ -203,11 +203,49 @@ impl RunControl {
     }
 
     fn check(&self) -> Result<(), Stop> {
-        if self.cancel.load(Ordering::Relaxed) || self.cancel_token.is_cancelled() {
+        if self.is_cancelled() {
             Err(Stop::Cancelled)
         } else {
             Ok(())
         }
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || self.cancel_token.is_cancelled()
+    }
+
+    /// Between two steps of a stage (a revision resolved, the rule catalogue loaded, a file
+    /// diffed or matched): stop when cancelled, so every stage observes a cancel within one
+    /// step.
+    fn step(&self) -> Result<(), Stop> {
+        fault_step_pause();
+        self.check()
+    }
+
+    /// A [`DiffOptions::interrupt`] that stops the diff between two files once cancelled.
+    fn diff_interrupt(&self) -> crate::repo::Interrupt {
+        let (cancel, token) = (self.cancel.clone(), self.cancel_token.clone());
+        crate::repo::Interrupt(Arc::new(move || {
+            fault_step_pause();
+            cancel.load(Ordering::Relaxed) || token.is_cancelled()
+        }))
+    }
+}
+
+/// Fault injection for the cancel tests (never set in normal use): with
+/// `REVIEW_AGENT_GATEWAY_FAULT_STEP_DELAY_MS=N`, each step of the resolve, diff and rules stages
+/// (see [`RunControl::step`]) is preceded by an N ms pause that stands in for a slow step, so a
+/// test can cancel a run in the middle of a stage.
+fn fault_step_pause() {
+    static DELAY: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        std::env::var("REVIEW_AGENT_GATEWAY_FAULT_STEP_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis)
+    });
+    if let Some(delay) = delay {
+        std::thread::sleep(*delay);
     }
 }
 
@@ -265,9 +303,14 @@ fn pipeline(
 ) -> Result<ReviewOutcome, Stop> {
     // --- resolve: repository, revisions, rule sets.
     emitter.stage(Stage::Resolve);
+    let scope = PathScope::new(&options.paths, &options.exclude_paths)?;
+    control.step()?;
     let repo = Repository::open(&options.repo)?;
+    control.step()?;
     let base = repo.resolve(&options.base)?;
+    control.step()?;
     let head = repo.resolve(&options.head)?;
+    control.step()?;
     let merge_base = repo.merge_base(base.id, head.id)?.ok_or_else(|| {
         GatewayError::new(
             codes::REPOSITORY_REVISION_MISSING,
@@ -283,16 +326,22 @@ fn pipeline(
         ref_name(&head),
     );
 
+    control.step()?;
     let catalog = review_catalog(options, &repo, merge_base)?;
+    control.step()?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let rule_set_version = selection.version();
     emitter.rule_sets(&selection);
-    let scope = PathScope::new(&options.paths, &options.exclude_paths)?;
 
-    // --- diff
+    // --- diff: interrupted between two files by a cancel.
     control.check()?;
     emitter.stage(Stage::Diff);
-    let diff = repo.diff(merge_base, head.id, &options.diff)?;
+    let mut diff_options = options.diff.clone();
+    diff_options.interrupt = Some(control.diff_interrupt());
+    let diff = match repo.diff(merge_base, head.id, &diff_options) {
+        Err(crate::repo::RepoError::Interrupted) => return Err(Stop::Cancelled),
+        other => other?,
+    };
     if let Some(reason) = &diff.renames_unavailable {
         emitter.warning(
             "diff.renames_unavailable",
@@ -385,7 +434,7 @@ fn pipeline(
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     for file in &in_scope {
-        control.check()?;
+        control.step()?;
         let matcher = selection.file_matcher(&file.path);
         for (line_no, text) in file.added_lines() {
             // An ignore comment the merge request adds that names no loaded rule suppresses
@@ -739,28 +788,34 @@ pub fn load_catalog(
 /// - a glob without `/` matches the file name at any depth (`*.java`), as in `.gitignore` and
 ///   in rule files;
 /// - a plain path matches that file, or everything under it when it is a directory (`src`).
+///
+/// Each list takes at most 64 entries of at most 1024 bytes, the caps of the tools' `paths`
+/// ([`crate::tools::check_glob_caps`]). Compiling and matching cost time linear in the
+/// entries' length: plain paths and `dir/**` are looked up by each ancestor of a path, the
+/// other globs run as one regex set ([`crate::globs::GlobList`]).
 #[derive(Debug)]
 pub struct PathScope {
-    include: Option<GlobSet>,
-    exclude: Option<GlobSet>,
+    include: Option<PathList>,
+    exclude: Option<PathList>,
 }
 
 impl PathScope {
     /// Compile the include and exclude lists; empty `include` means every file.
     ///
     /// # Errors
-    /// `request.invalid` naming the first entry that is empty or not a valid glob.
+    /// `request.invalid` for a list over the caps (more than 64 entries, or one longer than
+    /// 1024 bytes), and naming the first entry that is empty or not a valid glob.
     pub fn new(include: &[String], exclude: &[String]) -> Result<PathScope, GatewayError> {
         Ok(PathScope {
-            include: compile_scope(include)?,
-            exclude: compile_scope(exclude)?,
+            include: PathList::new(include)?,
+            exclude: PathList::new(exclude)?,
         })
     }
 
     /// Whether the file at this repository-relative path is reviewed.
     pub fn contains(&self, path: &str) -> bool {
-        self.include.as_ref().is_none_or(|set| set.is_match(path))
-            && !self.exclude.as_ref().is_some_and(|set| set.is_match(path))
+        self.include.as_ref().is_none_or(|list| list.matches(path))
+            && !self.exclude.as_ref().is_some_and(|list| list.matches(path))
     }
 
     /// Whether no include or exclude list was given.
@@ -769,41 +824,168 @@ impl PathScope {
     }
 }
 
-fn compile_scope(entries: &[String]) -> Result<Option<GlobSet>, GatewayError> {
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    let invalid = |entry: &str, why: String| {
-        GatewayError::new(
-            codes::REQUEST_INVALID,
-            format!("path `{entry}` is invalid: {why}"),
-            "Use repository-relative paths or globs: `src`, `src/app.py`, `src/**/*.py`, `*.java`.",
-        )
-    };
-    let mut builder = GlobSetBuilder::new();
-    for entry in entries {
-        let trimmed = entry.trim();
-        let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
-        let trimmed = trimmed.trim_end_matches('/');
-        if trimmed.is_empty() {
-            return Err(invalid(entry, "it is empty".into()));
+/// One compiled list of [`PathScope`].
+#[derive(Debug)]
+struct PathList {
+    /// Plain entries: the file itself.
+    exact: HashSet<String>,
+    /// Plain entries and the literal directory of a `dir/**` glob: everything under it.
+    under: HashSet<String>,
+    /// Every other glob.
+    globs: Option<crate::globs::GlobList>,
+}
+
+impl PathList {
+    fn new(entries: &[String]) -> Result<Option<PathList>, GatewayError> {
+        if entries.is_empty() {
+            return Ok(None);
         }
-        let is_glob = trimmed.contains(['*', '?', '[', '{']);
-        let patterns = match (is_glob, trimmed.contains('/')) {
-            (true, true) => vec![trimmed.to_owned()],
-            (true, false) => vec![format!("**/{trimmed}")],
-            (false, _) => vec![trimmed.to_owned(), format!("{trimmed}/**")],
+        let invalid = |entry: &str, why: String| {
+            GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("path `{entry}` is invalid: {why}"),
+                "Use repository-relative paths or globs: `src`, `src/app.py`, `src/**/*.py`, \
+                 `*.java`.",
+            )
         };
-        for pattern in patterns {
+        crate::tools::check_glob_caps(entries).map_err(|detail| {
+            GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!(
+                    "the requested paths are over a cap: {}",
+                    detail.replace("glob", "path")
+                ),
+                format!(
+                    "Give at most {} paths or globs of at most {} bytes each: a directory \
+                     (`src`) or a glob (`src/**/*.py`) covers many files.",
+                    crate::tools::MAX_GLOBS,
+                    crate::tools::MAX_GLOB_BYTES
+                ),
+            )
+        })?;
+        let is_glob = |text: &str| text.contains(['*', '?', '[', ']', '{', '}']);
+        let mut list = PathList {
+            exact: HashSet::new(),
+            under: HashSet::new(),
+            globs: None,
+        };
+        let mut globs = Vec::new();
+        for entry in entries {
+            let trimmed = entry.trim();
+            let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+            let trimmed = trimmed.trim_end_matches('/');
+            if trimmed.is_empty() {
+                return Err(invalid(entry, "it is empty".into()));
+            }
+            if !is_glob(trimmed) {
+                list.exact.insert(trimmed.to_owned());
+                list.under.insert(trimmed.to_owned());
+                continue;
+            }
+            if let Some(dir) = trimmed.strip_suffix("/**")
+                && !dir.is_empty()
+                && !is_glob(dir)
+            {
+                list.under.insert(dir.to_owned());
+                continue;
+            }
+            let pattern = if trimmed.contains('/') {
+                trimmed.to_owned()
+            } else {
+                format!("**/{trimmed}")
+            };
             let glob = GlobBuilder::new(&pattern)
                 .literal_separator(true)
                 .build()
                 .map_err(|e| invalid(entry, e.kind().to_string()))?;
-            builder.add(glob);
+            globs.push(glob);
         }
+        if !globs.is_empty() {
+            list.globs = Some(
+                crate::globs::GlobList::new(&globs)
+                    .map_err(|e| invalid(&entries.join(", "), e.to_string()))?,
+            );
+        }
+        Ok(Some(list))
     }
-    builder
-        .build()
-        .map(Some)
-        .map_err(|e| invalid(&entries.join(", "), e.to_string()))
+
+    /// Whether `path` is an exact entry, lies under a directory entry, or matches a glob.
+    fn matches(&self, path: &str) -> bool {
+        self.exact.contains(path)
+            || path
+                .match_indices('/')
+                .any(|(at, _)| self.under.contains(&path[..at]))
+            || self.globs.as_ref().is_some_and(|g| g.is_match(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(include: &[&str], exclude: &[&str], path: &str, expect: bool) {
+        let own = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let scope = PathScope::new(&own(include), &own(exclude)).expect("scope");
+        assert_eq!(
+            scope.contains(path),
+            expect,
+            "{include:?} - {exclude:?} on {path}"
+        );
+    }
+
+    #[test]
+    fn path_scope_entries() {
+        check(&["src"], &[], "src/a/b.py", true);
+        check(&["src"], &[], "src", true);
+        check(&["src/"], &[], "src/a.py", true);
+        check(&["./src/app.py"], &[], "src/app.py", true);
+        check(&["src"], &[], "srcx/a.py", false);
+        check(&["src/app.py"], &[], "src/app.pyc", false);
+        check(&["src/**"], &[], "src/a/b.py", true);
+        check(&["src/**"], &[], "srcx/a.py", false);
+        check(&["src/**/*.py"], &[], "src/a/b.py", true);
+        check(&["src/*.py"], &[], "src/a/b.py", false);
+        check(&["*.java"], &[], "a/b/C.java", true);
+        check(&["*.java"], &[], "C.java", true);
+        check(&["a\\b"], &[], "a\\b", true);
+        check(&[], &["docs"], "docs/x.md", false);
+        check(&[], &["*.md"], "src/x.rs", true);
+        check(&["src", "lib"], &["src/gen/**"], "src/gen/x.rs", false);
+        check(&["src", "lib"], &["src/gen/**"], "lib/x.rs", true);
+    }
+
+    #[test]
+    fn path_scope_caps_are_the_tools_caps() {
+        let long = vec!["a".repeat(crate::tools::MAX_GLOB_BYTES + 1)];
+        let err = PathScope::new(&long, &[]).expect_err("over the byte cap");
+        assert_eq!(err.code, codes::REQUEST_INVALID);
+        assert!(err.message.contains("1025 bytes"), "{}", err.message);
+        let many: Vec<String> = (0..=crate::tools::MAX_GLOBS).map(|i| format!("f{i}")).collect();
+        let err = PathScope::new(&[], &many).expect_err("over the count cap");
+        assert!(err.message.contains("more than 64 paths"), "{}", err.message);
+        assert!(err.remediation.contains("at most 64"), "{}", err.remediation);
+    }
+
+    #[test]
+    fn max_size_entries_of_every_shape_compile_and_match() {
+        // Shapes that were quadratic through globset's prefix automaton, at the caps.
+        let n = crate::tools::MAX_GLOB_BYTES;
+        let mut entries = Vec::new();
+        for i in 0..crate::tools::MAX_GLOBS - 1 {
+            let stem = format!("{i:02}{}", "a".repeat(n - 2));
+            entries.push(match i % 4 {
+                0 => stem,
+                1 => format!("{}/**", &stem[..n - 3]),
+                2 => format!("{}*", &stem[..n - 1]),
+                _ => format!("{}/*", &stem[..n - 2]),
+            });
+        }
+        entries.push("app.py".into());
+        let scope = PathScope::new(&entries, &[]).expect("scope");
+        assert!(scope.contains("app.py"));
+        assert!(!scope.contains("other.py"));
+        assert!(scope.contains(&format!("{}/x.rs", entries[1].trim_end_matches("/**"))));
+        assert!(scope.contains(&entries[0]));
+        assert!(scope.contains(&format!("{}tail", entries[2].trim_end_matches('*'))));
+    }
 }

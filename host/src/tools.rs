@@ -375,6 +375,27 @@ pub(crate) fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
 }
 
+/// Check a list of path globs against the caps every path list shares — a tool's `paths`,
+/// a review's `scope.filePaths` and the command line's `--paths`/`--exclude`: at most
+/// [`MAX_GLOBS`] entries of at most [`MAX_GLOB_BYTES`] bytes each. One rule, so no path list
+/// can carry more than another.
+///
+/// # Errors
+/// What is over a cap, as a phrase for the caller's message: `more than 64 globs (got 70)`
+/// or `a glob of 30000 bytes is longer than 1024 bytes`.
+pub fn check_glob_caps(globs: &[String]) -> Result<(), String> {
+    if globs.len() > MAX_GLOBS {
+        return Err(format!("more than {MAX_GLOBS} globs (got {})", globs.len()));
+    }
+    match globs.iter().find(|g| g.len() > MAX_GLOB_BYTES) {
+        Some(long) => Err(format!(
+            "a glob of {} bytes is longer than {MAX_GLOB_BYTES} bytes",
+            long.len()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The glob set of `tool`'s `paths` field over repository-relative paths (`*` also matches
 /// across '/'; a leading `./` is ignored); `None` for absent or empty (every file).
 ///
@@ -384,34 +405,21 @@ pub(crate) fn is_binary(bytes: &[u8]) -> bool {
 pub(crate) fn path_globs(
     tool: &str,
     paths: Option<&[String]>,
-) -> Result<Option<globset::GlobSet>, GatewayError> {
+) -> Result<Option<crate::globs::GlobList>, GatewayError> {
     let Some(paths) = paths.filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
-    if paths.len() > MAX_GLOBS {
-        return Err(invalid_field(
-            tool,
-            "paths",
-            format!("more than {MAX_GLOBS} globs"),
-        ));
-    }
-    let mut set = globset::GlobSetBuilder::new();
-    for glob in paths {
-        if glob.len() > MAX_GLOB_BYTES {
-            return Err(invalid_field(
-                tool,
-                "paths",
-                format!("a glob is longer than {MAX_GLOB_BYTES} bytes"),
-            ));
-        }
-        set.add(
+    check_glob_caps(paths).map_err(|detail| invalid_field(tool, "paths", detail))?;
+    let globs = paths
+        .iter()
+        .map(|glob| {
             globset::GlobBuilder::new(glob.trim_start_matches("./"))
                 .literal_separator(false)
                 .build()
-                .map_err(|e| invalid_field(tool, "paths", e))?,
-        );
-    }
-    set.build()
+                .map_err(|e| invalid_field(tool, "paths", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    crate::globs::GlobList::new(&globs)
         .map(Some)
         .map_err(|e| invalid_field(tool, "paths", e))
 }

@@ -1198,3 +1198,156 @@ fn symbol_index_completes_in_the_background() {
     assert_eq!(last["parsedFiles"], 0, "{last}");
     assert_eq!(last["symbols"][0]["path"], "mod17.py", "{last}");
 }
+
+/// Issue 12 §1: one 30 KB `scope.filePaths` entry burned 20 CPU-seconds in the review slot.
+/// Entries over the tools' caps (64 entries, 1024 bytes each) are refused with a 400 before any
+/// run exists, as is a glob that does not parse.
+#[test]
+fn scope_file_paths_over_the_caps_are_refused_at_once() {
+    let d = Daemon::start();
+    let with_paths = |id: &str, paths: Value| {
+        let mut body = d.review_body(id);
+        body["scope"]["filePaths"] = paths;
+        d.authed("POST", "/v1/reviews", Some(&body))
+    };
+    for (id, paths, needle) in [
+        ("huge", json!(["a".repeat(30 * 1024)]), "30720 bytes"),
+        (
+            "many",
+            json!((0..65).map(|i| format!("f{i}.py")).collect::<Vec<_>>()),
+            "more than 64 paths",
+        ),
+        ("bad-glob", json!(["src/[a"]), "src/[a"),
+        ("empty", json!([""]), "empty"),
+    ] {
+        let reply = with_paths(id, paths);
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (400, "request.invalid"),
+            "{id}: {}",
+            reply.body
+        );
+        let error = &reply.json()["error"];
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("`scope.filePaths`") && message.contains(needle),
+            "{id}: {message}"
+        );
+        assert!(
+            !error["remediation"].as_str().unwrap_or_default().is_empty(),
+            "{id}"
+        );
+        assert!(message.len() < 2048, "the entry is not echoed whole: {id}");
+    }
+    assert_eq!(runs_list(d.home.path()), Ok(Vec::new()), "no run was created");
+}
+
+/// Issue 12 §1: 18 entries of 100 KB ran 102 s. At the caps — 64 entries of 1024 bytes, in
+/// the shapes that were quadratic (a plain path, `dir/**`, a `*` suffix) — the review runs and
+/// reviews exactly the file the one short entry names.
+#[test]
+fn max_size_scope_entries_review_the_requested_file() {
+    let d = Daemon::start();
+    let mut paths: Vec<String> = (0..63)
+        .map(|i| {
+            let stem = format!("{i:02}{}", "a".repeat(1022));
+            match i % 3 {
+                0 => stem,
+                1 => format!("{}/**", &stem[..1021]),
+                _ => format!("{}*", &stem[..1023]),
+            }
+        })
+        .collect();
+    paths.push("app.py".into());
+    let mut body = d.review_body("max-scope");
+    body["scope"]["filePaths"] = json!(paths);
+    let events = d.authed("POST", "/v1/reviews", Some(&body)).sse();
+    assert_eq!(
+        events.last().map(|e| e.1.as_str()),
+        Some("run.completed"),
+        "{events:?}"
+    );
+    let findings: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.1 == "finding.created")
+        .map(|e| &e.2["finding"]["path"])
+        .collect();
+    assert_eq!(findings, [&json!("app.py"), &json!("app.py")]);
+
+    // Without the one short entry nothing matches: said, not silently empty.
+    paths.pop();
+    let mut body = d.review_body("max-scope-none");
+    body["scope"]["filePaths"] = json!(paths);
+    let events = d.authed("POST", "/v1/reviews", Some(&body)).sse();
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("run.completed"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.1 == "warning" && e.2["code"] == "review.no_file_in_scope"),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| e.1 == "finding.created"));
+}
+
+/// Issue 12 §1: cancel did not stop a review busy in `resolve`. With every step of resolve,
+/// diff and rules slowed by the fault hook, a cancel sent as soon as a stage starts ends the
+/// run with `run.cancelled` in that stage, within about one step — not after the stage's
+/// remaining steps (at least 5.6 s of resolve, 4.8 s of diff or rules).
+#[test]
+fn cancel_during_resolve_diff_or_rules_ends_the_run_in_that_stage() {
+    let mut d = Daemon::start();
+    for i in 0..6 {
+        std::fs::write(d.repo.path().join(format!("m{i}.py")), "x = eval(y)\n").expect("write");
+    }
+    git(d.repo.path(), &["add", "-A"]);
+    git(d.repo.path(), &["commit", "-q", "-m", "six files"]);
+    d.head = git(d.repo.path(), &["rev-parse", "HEAD"]);
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    d.child = spawn_with(
+        d.home.path(),
+        &[("REVIEW_AGENT_GATEWAY_FAULT_STEP_DELAY_MS", "800")],
+    );
+    d.port = read_port(&mut d.child);
+
+    let auth = format!("Bearer {}", d.token);
+    for stage in ["resolve", "diff", "rules"] {
+        let body = d.review_body(&format!("cancel-in-{stage}"));
+        let mut stream = http::SseStream::open(
+            d.port,
+            "POST",
+            "/v1/reviews",
+            &[("Authorization", &auth)],
+            Some(&body),
+        );
+        assert_eq!(stream.status, 200);
+        let mut run_id = String::new();
+        loop {
+            let event = stream.next_event().expect("the stage starts");
+            if event.1 == "run.created" {
+                run_id = event.2["runId"].as_str().expect("runId").to_owned();
+            }
+            if event.1 == "stage.changed" && event.2["stage"] == stage {
+                break;
+            }
+        }
+        let asked = std::time::Instant::now();
+        let cancel = d.authed("POST", &format!("/v1/runs/{run_id}/cancel"), None);
+        assert_eq!(cancel.status, 200, "{}", cancel.body);
+        let rest = stream.rest();
+        let took = asked.elapsed();
+        assert_eq!(
+            rest.last().map(|e| e.1.as_str()),
+            Some("run.cancelled"),
+            "{stage}: {rest:?}"
+        );
+        assert!(
+            !rest.iter().any(|e| e.1 == "stage.changed"),
+            "{stage}: cancelled in that stage: {rest:?}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(3),
+            "{stage}: cancelled within about one 0.8 s step, not after the stage: {took:?}"
+        );
+    }
+}

@@ -23,6 +23,19 @@ pub struct DiffOptions {
     pub context_lines: u32,
     /// Detect renames (git's default 50% similarity). Default true.
     pub detect_renames: bool,
+    /// Asked before each file's line diff: returning `true` stops the diff with
+    /// [`RepoError::Interrupted`], so a cancelled review does not diff the rest. Default none.
+    pub interrupt: Option<Interrupt>,
+}
+
+/// A check that stops a diff between two files (see [`DiffOptions::interrupt`]).
+#[derive(Clone)]
+pub struct Interrupt(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interrupt")
+    }
 }
 
 impl Default for DiffOptions {
@@ -31,6 +44,7 @@ impl Default for DiffOptions {
             max_file_bytes: 2 * 1024 * 1024,
             context_lines: 3,
             detect_renames: true,
+            interrupt: None,
         }
     }
 }
@@ -310,6 +324,9 @@ pub(super) fn diff_commits(
         {
             // Directories: their files are reported individually.
             continue;
+        }
+        if options.interrupt.as_ref().is_some_and(|stop| (stop.0)()) {
+            return Err(RepoError::Interrupted);
         }
         file_change(repo, old, new, kind, options, &mut out)?;
     }
