@@ -274,7 +274,8 @@ export interface Health {
   protocolVersion: string;
   gatewayVersion: string;
   uptimeSeconds: number;
-  providers: { id: string; kind: string; status: ProviderStatus }[];
+  /** `remediation`: what to do about a status that is not `ready`, when the gateway knows. */
+  providers: { id: string; kind: string; status: ProviderStatus; remediation?: string }[];
 }
 
 /** GET /v1/capabilities data (also the gateway hello's `capabilities`). */

@@ -136,10 +136,48 @@ struct Inner {
     symbols: std::sync::OnceLock<Arc<crate::tools::SymbolIndex>>,
     // Repository + revision keys of background symbol-indexing jobs running now.
     indexing: Mutex<HashSet<String>>,
-    // Provider health by the provider's config (as JSON): when probed, and the answer.
-    probes: Mutex<HashMap<String, (Instant, ProviderStatus)>>,
+    // Provider health by the provider's config (as JSON): the last answer and the probe in
+    // flight. Invariant: at most one probe per key runs at a time (`ProbeSlot::in_flight`).
+    probes: Mutex<HashMap<String, ProbeSlot>>,
     // The providers' HTTP clients, shared by every run of this process (one runtime).
     clients: crate::providers::ClientPool,
+}
+
+/// The health probes of one provider configuration (single flight, see [`Gateway::health`]).
+#[derive(Default)]
+struct ProbeSlot {
+    /// When the last probe finished, and its answer.
+    last: Option<(Instant, ProviderStatus)>,
+    /// The probe running now: its answer is sent here (`None` until it finishes).
+    in_flight: Option<watch::Receiver<Option<ProviderStatus>>>,
+}
+
+/// Ends a probe: records its answer (`Unavailable` if the probe task died without one), clears
+/// the slot's `in_flight` and wakes its waiters — on drop, so no path leaves a slot stuck.
+struct ProbeDone {
+    gateway: Gateway,
+    key: String,
+    status: Option<ProviderStatus>,
+    tx: watch::Sender<Option<ProviderStatus>>,
+}
+
+impl ProbeDone {
+    /// Record the probe's answer; dropping `self` then publishes it.
+    fn finish(mut self, status: ProviderStatus) {
+        self.status = Some(status);
+    }
+}
+
+impl Drop for ProbeDone {
+    fn drop(&mut self) {
+        let status = self.status.unwrap_or(ProviderStatus::Unavailable);
+        if let Ok(mut probes) = self.gateway.inner.probes.lock() {
+            let slot = probes.entry(std::mem::take(&mut self.key)).or_default();
+            slot.last = Some((Instant::now(), status));
+            slot.in_flight = None;
+        }
+        self.tx.send_replace(Some(status));
+    }
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -220,21 +258,44 @@ impl Gateway {
     }
 
     /// `GET /v1/health` data (draft §5). Each provider's `status` is real: `not_configured`
-    /// when it needs a key it does not have (or its key is refused), else the result of a
-    /// models listing (`GET …/models`, 2 s timeout) — `ready` or `unavailable`. Probes run
-    /// concurrently and their results are kept for [`PROBE_TTL`], so polling health costs the
-    /// providers at most one request each per 10 s.
+    /// when it has no `model` (with a `remediation` naming the key; not probed) or needs a key
+    /// it does not have (or its key is refused), else the result of a models listing
+    /// (`GET …/models`, 2 s timeout) — `ready` or `unavailable`. Probes of different providers
+    /// run concurrently and their results are kept for [`PROBE_TTL`].
+    ///
+    /// Single flight (issue 12: every request that found the answer stale started its own
+    /// probe, 41 in 10 s under load): at most one probe per provider runs at a time, in its own
+    /// task. Before a provider's first answer, concurrent callers wait for that one probe; after
+    /// it, a caller that finds the answer stale gets it at once while one probe refreshes it in
+    /// the background. So health never waits on a provider once it has answered, and polling it
+    /// — from any page, health needs no token — costs each provider at most one request (which
+    /// carries the user's key) per 10 s.
     pub async fn health(&self) -> Health {
         let config = self.config();
         let probes = config.providers.iter().map(|p| {
             let gateway = self.clone();
             let p = p.clone();
             async move {
-                let status = gateway.provider_status(&p).await;
+                // A provider without a model can serve only requests that name one: not
+                // ready as configured, and the fix is in config.toml.
+                let (status, remediation) = if p.model.is_none() {
+                    (
+                        ProviderStatus::NotConfigured,
+                        Some(format!(
+                            "Set `model = \"...\"` in the [[providers]] entry `{}` of \
+                             config.toml (the model it serves), or name the model in each \
+                             request.",
+                            p.id
+                        )),
+                    )
+                } else {
+                    (gateway.provider_status(&p).await, None)
+                };
                 ProviderHealth {
                     id: p.id.clone(),
                     kind: p.kind.as_str().to_owned(),
                     status,
+                    remediation,
                 }
             }
         });
@@ -252,36 +313,74 @@ impl Gateway {
         &self.inner.gateway_version
     }
 
+    /// The provider's health: the cached answer while fresh; else the answer of the one probe
+    /// in flight (waited for only when there is no earlier answer). See [`Gateway::health`].
     async fn provider_status(&self, config: &ProviderConfig) -> ProviderStatus {
         let key = serde_json::to_string(config).unwrap_or_default();
-        if let Ok(cache) = self.inner.probes.lock()
-            && let Some((at, status)) = cache.get(&key)
-            && at.elapsed() < PROBE_TTL
-        {
-            return *status;
-        }
-        let config = config.clone();
-        // Key lookup may touch the OS keyring over D-Bus: keep it off the async workers.
-        let gateway = self.clone();
-        let built = tokio::task::spawn_blocking(move || {
-            crate::providers::build(&config, Some(&gateway.inner.clients))
-        })
-        .await;
-        let status = match built {
-            Ok(Ok(provider)) => provider.probe().await,
-            // No key, or a key file that may not be used: configuration, not the server.
-            Ok(Err(error))
-                if error.code == codes::PROVIDER_NOT_CONFIGURED
-                    || error.code.starts_with("secrets.") =>
+        let mut wait = {
+            let Ok(mut probes) = self.inner.probes.lock() else {
+                return ProviderStatus::Unavailable;
+            };
+            let slot = probes.entry(key.clone()).or_default();
+            if let Some((at, status)) = slot.last
+                && at.elapsed() < PROBE_TTL
             {
-                ProviderStatus::NotConfigured
+                return status;
             }
-            _ => ProviderStatus::Unavailable,
+            let wait = match &slot.in_flight {
+                Some(in_flight) => in_flight.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    slot.in_flight = Some(rx.clone());
+                    self.start_probe(config.clone(), key, tx);
+                    rx
+                }
+            };
+            if let Some((_, stale)) = slot.last {
+                return stale;
+            }
+            wait
         };
-        if let Ok(mut cache) = self.inner.probes.lock() {
-            cache.insert(key, (Instant::now(), status));
+        match wait.wait_for(Option::is_some).await {
+            Ok(status) => status.unwrap_or(ProviderStatus::Unavailable),
+            Err(_) => ProviderStatus::Unavailable,
         }
-        status
+    }
+
+    /// Probe `config` in a task of its own (so a caller that goes away does not stop it),
+    /// sending the answer to `tx` and into the cache through [`ProbeDone`].
+    fn start_probe(
+        &self,
+        config: ProviderConfig,
+        key: String,
+        tx: watch::Sender<Option<ProviderStatus>>,
+    ) {
+        let done = ProbeDone {
+            gateway: self.clone(),
+            key,
+            status: None,
+            tx,
+        };
+        tokio::spawn(async move {
+            // Key lookup may touch the OS keyring over D-Bus: keep it off the async workers.
+            let gateway = done.gateway.clone();
+            let built = tokio::task::spawn_blocking(move || {
+                crate::providers::build(&config, Some(&gateway.inner.clients))
+            })
+            .await;
+            let status = match built {
+                Ok(Ok(provider)) => provider.probe().await,
+                // No key, or a key file that may not be used: configuration, not the server.
+                Ok(Err(error))
+                    if error.code == codes::PROVIDER_NOT_CONFIGURED
+                        || error.code.starts_with("secrets.") =>
+                {
+                    ProviderStatus::NotConfigured
+                }
+                _ => ProviderStatus::Unavailable,
+            };
+            done.finish(status);
+        });
     }
 
     /// The browser origins allowed to call the gateway (DESIGN §9): the configured

@@ -1069,6 +1069,8 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             id: "local".into(),
             kind: "openai-compatible".into(),
             status,
+            remediation: (status == ProviderStatus::NotConfigured)
+                .then(|| "Set `model` for provider `local` in config.toml.".into()),
         })
         .collect(),
     };

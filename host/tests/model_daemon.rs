@@ -1133,6 +1133,73 @@ fn health_probes_each_provider_and_capabilities_offer_chat() {
     );
 }
 
+/// Issue 12 §1: every health request that found the cached probe stale started its own probe
+/// (41 in 10 s under wrk), each carrying the user's key. 50 concurrent requests cause one
+/// probe; after the cache period they get the last answer at once while one probe refreshes
+/// it. Issue 12: a provider without `model` read `ready`; it is `not_configured`, with a
+/// remediation naming the key, and never probed.
+#[test]
+fn health_probes_a_provider_once_however_many_ask_and_never_one_without_a_model() {
+    let fake = FakeProvider::start();
+    fake.set_models(
+        Reply::json(
+            200,
+            json!({"object": "list", "data": [{"id": FAKE_MODEL, "object": "model"}]}),
+        )
+        .delay_head(Duration::from_millis(600)),
+    );
+    let providers = format!(
+        "{}\n[[providers]]\nid = \"nomodel\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n",
+        fake.toml("fake", ProviderKind::OpenaiCompatible, Some("FAKE_KEY")),
+        fake.openai_base_url(),
+    );
+    let gw = Gateway::start(&providers);
+    let burst = || -> Vec<Value> {
+        let threads: Vec<_> = (0..50)
+            .map(|_| {
+                let port = gw.port;
+                std::thread::spawn(move || {
+                    let health = http::request(port, "GET", "/v1/health", &[], None);
+                    assert_eq!(health.status, 200, "{}", health.body);
+                    health.json()["data"]["providers"].clone()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("health thread"))
+            .collect()
+    };
+    let check = |answers: &[Value]| {
+        for providers in answers {
+            assert_eq!(providers[0]["status"], "ready", "{providers}");
+            assert_eq!(providers[1]["id"], "nomodel");
+            assert_eq!(providers[1]["status"], "not_configured", "{providers}");
+            let remediation = providers[1]["remediation"].as_str().unwrap_or_default();
+            assert!(
+                remediation.contains("`model = ") && remediation.contains("`nomodel`"),
+                "{remediation}"
+            );
+            assert!(providers[0].get("remediation").is_none(), "{providers}");
+        }
+    };
+    let first = burst();
+    check(&first);
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "one probe for 50 concurrent health requests, none for the provider without a model"
+    );
+
+    // Past the cache period: the last answer at once, one probe refreshing it.
+    std::thread::sleep(Duration::from_millis(10_500));
+    check(&burst());
+    fake.wait_requests_blocking(2);
+    check(&burst());
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(fake.requests().len(), 2, "one refresh per cache period");
+}
+
 // === 6. the review cache ===
 
 #[test]

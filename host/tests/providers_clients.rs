@@ -1033,7 +1033,7 @@ fn a_spawned_daemon_reaches_the_fake_for_its_health_probes() {
     std::fs::create_dir_all(&config_dir).expect("mkdir");
     let down = format!(
         "[[providers]]\nid = \"down\"\nkind = \"openai-compatible\"\n\
-         base_url = \"http://127.0.0.1:{}/v1\"\napi_key_env = \"FAKE_PROVIDER_TEST_KEY\"\n",
+         base_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"m\"\napi_key_env = \"FAKE_PROVIDER_TEST_KEY\"\n",
         closed_port()
     );
     let config = format!(

@@ -31,6 +31,10 @@ pub struct ProviderHealth {
     pub kind: String,
     /// Whether it can serve requests now.
     pub status: ProviderStatus,
+    /// What to do about a status that is not `ready`, when the gateway knows the fix from the
+    /// configuration alone (today: a provider without a `model`). Omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<String>,
 }
 
 /// Readiness of a provider ([`ProviderHealth::status`]). Wire form: snake_case string.
