@@ -103,6 +103,9 @@ pub mod codes {
     pub const FRAME_TOO_LARGE: &str = "frame.too_large";
     /// A `request` frame reused the `id` of a request still open on the same connection.
     pub const FRAME_ID_IN_USE: &str = "frame.id_in_use";
+    /// A `request` frame arrived while its connection already had the most open requests
+    /// allowed (`transport::frames::MAX_OPEN_REQUESTS`); retryable once answers are read.
+    pub const REQUEST_TOO_MANY_OPEN: &str = "request.too_many_open";
     /// A `hello` frame offered no protocol version this gateway speaks (it speaks `1.0`).
     pub const PROTOCOL_VERSION_UNSUPPORTED: &str = "protocol.version_unsupported";
     /// The native host lost, or could not reach, the daemon's WebSocket (it starts the daemon and

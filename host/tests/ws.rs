@@ -607,3 +607,108 @@ async fn a_silent_client_is_closed_after_a_missed_ping() {
     };
     assert_eq!(close.map(|f| f.code), Some(CloseCode::Away));
 }
+
+/// The daemon's open sockets (its listener and connections), from `/proc/<pid>/fd`.
+#[cfg(target_os = "linux")]
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the daemon's fd table")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("socket:"))
+        .count()
+}
+
+/// Send `GET /v1/tools` requests (about 10 KB answers; ids from 0, padded to 4 KB) until one
+/// send has not completed within 3 s — the daemon stopped reading — or `max` went out;
+/// returns how many went out.
+async fn flood(c: &mut Client, max: u64) -> u64 {
+    let pad = "p".repeat(4 * 1024);
+    for n in 0..max {
+        let frame = json!({"type": "request", "id": n, "method": "GET", "path": "/v1/tools",
+                           "body": {"pad": pad}});
+        let send = c.ws.send(Message::text(frame.to_string()));
+        match tokio::time::timeout(Duration::from_secs(3), send).await {
+            Ok(result) => result.expect("send"),
+            Err(_) => return n,
+        }
+    }
+    max
+}
+
+/// Issue 12 §1: a client that sent requests and never read grew the daemon without bound
+/// (62 MB → 718 MB after 60,000 requests) and kept it after closing. The daemon stops reading
+/// once the connection's outbound side is full, refuses requests over the open-request cap
+/// with a retryable `request.too_many_open` carrying the id, serves other connections
+/// meanwhile, answers every request the flooding client sent once it reads, and ends the
+/// connection's tasks (its socket closes) when the client goes away without reading.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_client_that_never_reads_is_held_back_and_others_are_served() {
+    let d = Daemon::start(&[]);
+    let pid = d.child.id();
+    let baseline = sockets(pid);
+
+    let mut flooding = d.connect().await;
+    let sent = flood(&mut flooding, 5000).await;
+    assert!(
+        sent < 5000,
+        "the daemon stopped reading a client that does not read (20 MB of requests went through)"
+    );
+
+    // Another connection is served meanwhile.
+    let mut other = d.connect().await;
+    let health = other.call(json!("other"), "GET", "/v1/health", None).await;
+    assert_eq!(health["status"], 200, "{health}");
+
+    // Reading now: each request sent is answered exactly once — a response, or the cap's error.
+    let mut answered: HashMap<u64, Value> = HashMap::new();
+    while (0..sent).any(|n| !answered.contains_key(&n)) {
+        let frame = flooding.recv().await;
+        let id = frame["id"].as_u64().expect("every answer carries its id");
+        assert!(
+            answered.insert(id, frame.clone()).is_none(),
+            "answered twice: {frame}"
+        );
+    }
+    let refused: Vec<&Value> = answered
+        .values()
+        .filter(|f| f["type"] == "error")
+        .collect();
+    assert!(!refused.is_empty(), "over the cap, requests are refused");
+    for frame in &refused {
+        assert_eq!(frame["error"]["code"], "request.too_many_open", "{frame}");
+        assert_eq!(frame["error"]["retryable"], true, "{frame}");
+        assert!(
+            frame["error"]["remediation"]
+                .as_str()
+                .is_some_and(|r| !r.is_empty())
+        );
+    }
+    assert!(
+        answered
+            .values()
+            .all(|f| f["type"] == "error" || (f["type"] == "response" && f["status"] == 200)),
+        "the rest are answered"
+    );
+    // The connection stays usable.
+    let again = flooding
+        .call(json!("again"), "GET", "/v1/health", None)
+        .await;
+    assert_eq!(again["status"], 200);
+
+    // A client that floods and goes away without reading: its tasks end, its socket closes.
+    let mut gone = d.connect().await;
+    assert!(flood(&mut gone, 5000).await < 5000);
+    drop(gone);
+    drop(flooding);
+    drop(other);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while sockets(pid) > baseline {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the connections' tasks ended: {} sockets, {baseline} before",
+            sockets(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

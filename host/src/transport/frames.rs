@@ -23,9 +23,14 @@
 //!   a frame type only the gateway sends — → `error` `request.invalid` naming the problem, with
 //!   the offending `id` when one could be read. Nothing a client sends ends the dispatcher.
 //!
-//! Every outgoing frame goes through one bounded channel ([`OUTBOUND_CAPACITY`]); a slow reader
-//! slows its own streams (backpressure), never the daemon. Dropping the [`Dispatcher`] stops all
-//! of its requests.
+//! Backpressure (issue 12: a client that sent 60,000 requests and read nothing grew the daemon
+//! from 62 MB to 718 MB): every outgoing frame goes through one bounded channel
+//! ([`OUTBOUND_CAPACITY`]), and while it is full the dispatcher takes no frame — the transport
+//! stops reading, so the client's own sends wait, as the native host does with stdin. At most
+//! [`MAX_OPEN_REQUESTS`] requests are open per connection; one more is answered with a
+//! retryable `error` `request.too_many_open` carrying its `id` (the connection stays). A slow
+//! reader slows its own streams, never the daemon or other connections. Dropping the
+//! [`Dispatcher`] stops all of its requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +52,11 @@ use crate::protocol::frame::{
 
 /// Frames that may wait in a connection's outgoing channel before producers wait for the writer.
 pub const OUTBOUND_CAPACITY: usize = 256;
+
+/// Requests open at once on one connection (sent, not yet answered or ended). A browser page
+/// streams a few reviews and calls a few tools at a time; this leaves room for many pages on
+/// one native host while bounding what a client that never reads can make the daemon hold.
+pub const MAX_OPEN_REQUESTS: usize = 64;
 
 /// Largest JSON response body turned into a `response` frame (bytes); routes answer far less.
 const RESPONSE_BODY_LIMIT: usize = 64 * 1024 * 1024;
@@ -91,8 +101,13 @@ impl Dispatcher {
     }
 
     /// Take one text message from the client: parse it as a frame and serve it. Problems are
-    /// answered with an `error` frame; waits only while the outgoing channel is full.
+    /// answered with an `error` frame. Waits while the outgoing channel is full (so a transport
+    /// that awaits this before reading the next message stops reading: backpressure).
     pub async fn take_text(&mut self, text: &str) {
+        if self.out.capacity() == 0 {
+            // Dropping the permit frees the slot again; what matters is having waited for it.
+            let _ = self.out.reserve().await;
+        }
         match parse_frame(text) {
             Ok(frame) => self.take_frame(frame).await,
             Err((id, error)) => self.reject(id, &error).await,
@@ -189,14 +204,32 @@ impl Dispatcher {
             Err(error) => return self.reject(Some(id), &error).await,
         };
         let (cancel_tx, cancel_rx) = oneshot::channel();
-        let in_use = {
+        let (in_use, full) = {
             let mut open = lock(&self.open);
             let in_use = open.contains_key(&id);
-            if !in_use {
+            let full = open.len() >= MAX_OPEN_REQUESTS;
+            if !in_use && !full {
                 open.insert(id.clone(), cancel_tx);
             }
-            in_use
+            (in_use, full)
         };
+        if full && !in_use {
+            return self
+                .reject(
+                    Some(id.clone()),
+                    &GatewayError::new(
+                        codes::REQUEST_TOO_MANY_OPEN,
+                        format!(
+                            "request `{id}` was not started: {MAX_OPEN_REQUESTS} requests are \
+                             already open on this connection"
+                        ),
+                        "Read the answers of the open requests (or cancel some), then send it \
+                         again.",
+                    )
+                    .retryable(),
+                )
+                .await;
+        }
         if in_use {
             return self
                 .reject(

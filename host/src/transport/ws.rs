@@ -25,6 +25,10 @@
 //! - the gateway pings every [`PING_INTERVAL`] (20 s; `REVIEW_AGENT_GATEWAY_WS_PING_MS` overrides
 //!   it, for tests) and closes the connection (code 1001) when nothing — no pong, no frame — came
 //!   back within one interval after a ping. Client pings are answered with pongs.
+//! - backpressure: the reader hands each message to the dispatcher and waits for it, and the
+//!   dispatcher waits while the connection's outbound channel is full, so a client that does
+//!   not read stops being read; at most [`super::frames::MAX_OPEN_REQUESTS`] requests are open
+//!   per connection (over it: `error` `request.too_many_open`, retryable, id echoed).
 //! - when the connection ends, its open requests are dropped (their streams end; runs go on).
 
 use std::sync::atomic::{AtomicBool, Ordering};
