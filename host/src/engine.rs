@@ -321,12 +321,16 @@ impl Gateway {
             let Ok(mut probes) = self.inner.probes.lock() else {
                 return ProviderStatus::Unavailable;
             };
-            let slot = probes.entry(key.clone()).or_default();
-            if let Some((at, status)) = slot.last
+            // The hot path (a fresh answer) allocates nothing more.
+            if let Some(ProbeSlot {
+                last: Some((at, status)),
+                ..
+            }) = probes.get(&key)
                 && at.elapsed() < PROBE_TTL
             {
-                return status;
+                return *status;
             }
+            let slot = probes.entry(key.clone()).or_default();
             let wait = match &slot.in_flight {
                 Some(in_flight) => in_flight.clone(),
                 None => {

@@ -78,7 +78,11 @@ mod tests {
                 );
             }
             let set = set.build().expect("set");
-            assert_eq!(set.is_match(path), expect, "globset agrees: {globs:?} {path}");
+            assert_eq!(
+                set.is_match(path),
+                expect,
+                "globset agrees: {globs:?} {path}"
+            );
         }
     }
 }

@@ -19,7 +19,8 @@ use thiserror::Error;
 use crate::error::{GatewayError, codes};
 
 pub use diff::{
-    ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, Interrupt, LineKind, SkipReason, SkippedFile,
+    ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, Interrupt, LineKind, SkipReason,
+    SkippedFile,
 };
 
 /// An error from opening or reading a repository.

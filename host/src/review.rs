@@ -960,10 +960,20 @@ mod tests {
         let err = PathScope::new(&long, &[]).expect_err("over the byte cap");
         assert_eq!(err.code, codes::REQUEST_INVALID);
         assert!(err.message.contains("1025 bytes"), "{}", err.message);
-        let many: Vec<String> = (0..=crate::tools::MAX_GLOBS).map(|i| format!("f{i}")).collect();
+        let many: Vec<String> = (0..=crate::tools::MAX_GLOBS)
+            .map(|i| format!("f{i}"))
+            .collect();
         let err = PathScope::new(&[], &many).expect_err("over the count cap");
-        assert!(err.message.contains("more than 64 paths"), "{}", err.message);
-        assert!(err.remediation.contains("at most 64"), "{}", err.remediation);
+        assert!(
+            err.message.contains("more than 64 paths"),
+            "{}",
+            err.message
+        );
+        assert!(
+            err.remediation.contains("at most 64"),
+            "{}",
+            err.remediation
+        );
     }
 
     #[test]

@@ -1239,7 +1239,11 @@ fn scope_file_paths_over_the_caps_are_refused_at_once() {
         );
         assert!(message.len() < 2048, "the entry is not echoed whole: {id}");
     }
-    assert_eq!(runs_list(d.home.path()), Ok(Vec::new()), "no run was created");
+    assert_eq!(
+        runs_list(d.home.path()),
+        Ok(Vec::new()),
+        "no run was created"
+    );
 }
 
 /// Issue 12 §1: 18 entries of 100 KB ran 102 s. At the caps — 64 entries of 1024 bytes, in

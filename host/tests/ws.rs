@@ -670,10 +670,7 @@ async fn a_client_that_never_reads_is_held_back_and_others_are_served() {
             "answered twice: {frame}"
         );
     }
-    let refused: Vec<&Value> = answered
-        .values()
-        .filter(|f| f["type"] == "error")
-        .collect();
+    let refused: Vec<&Value> = answered.values().filter(|f| f["type"] == "error").collect();
     assert!(!refused.is_empty(), "over the cap, requests are refused");
     for frame in &refused {
         assert_eq!(frame["error"]["code"], "request.too_many_open", "{frame}");

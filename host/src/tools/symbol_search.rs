@@ -224,7 +224,7 @@ impl GatewayTool for SymbolSearch {
             input
                 .language
                 .is_none_or(|l| l.as_str() == entry.lang.name())
-                && globs.as_ref().is_none_or(|g| g.is_match(&*entry.path))
+                && globs.as_ref().is_none_or(|g| g.is_match(&entry.path))
         };
         let prefilter = request.prefilter();
         let accepts = |bytes: &[u8]| prefilter.as_ref().is_none_or(|p| p.is_match(bytes));
