@@ -48,12 +48,17 @@
 //! the keyring. Errors name the file, the key and the line:
 //! ``config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32``.
 
+mod daemon_record;
 mod edit;
 mod error;
 mod file;
 mod origin;
 mod paths;
 
+pub use daemon_record::{
+    DaemonRecord, PORT_ENV, PortSource, configured_port, daemon_port, read_daemon_record,
+    read_record_file, record_daemon, remove_daemon_record, running_daemon_port,
+};
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{

@@ -416,7 +416,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions), GatewayError> {
+    let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions, Paths), GatewayError> {
         let paths = Paths::discover()?;
         let loaded = Config::load(args.config.as_deref())?;
         std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
@@ -431,7 +431,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         })?;
         let token_file = paths.token_file();
         let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
-        let store = Store::open(&paths.store_file())?;
+        let store = Store::open(&paths.store_file()).map_err(|e| store_open_error(e, &paths))?;
         let closer = store.closer();
         let config = loaded.config();
         let options = ServeOptions {
@@ -440,9 +440,9 @@ fn serve_command(args: ServeArgs) -> ExitCode {
             allow_remote: args.allow_remote,
         };
         let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
-        Ok((gateway, closer, token, options))
+        Ok((gateway, closer, token, options, paths))
     };
-    let (gateway, closer, token, options) = match setup() {
+    let (gateway, closer, token, options, paths) = match setup() {
         Ok(parts) => parts,
         Err(error) => return fail(&error),
     };
@@ -457,10 +457,21 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(serve(gateway, token, options, |addr| {
+        // One port for every process: the native host, `doctor` and the CLI find this daemon
+        // through the record even when it listens on a port the config does not name. Written
+        // before the listening line, so whoever waits for that line finds it.
+        if let Err(e) = review_agent_gateway::config::record_daemon(&paths, addr.port()) {
+            tracing::warn!(
+                file = %paths.daemon_file().display(),
+                error = %e,
+                "cannot record the daemon's port; the native host uses the config's"
+            );
+        }
         println!("listening on http://{addr}");
         let _ = std::io::stdout().flush();
         tracing::info!(%addr, "review-agent-gateway listening");
     }));
+    review_agent_gateway::config::remove_daemon_record(&paths);
     // Review threads still going were marked interrupted: do not wait for them.
     runtime.shutdown_background();
     // They, and tasks the runtime has not dropped yet, still hold the store: close its file
@@ -472,6 +483,49 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),
+    }
+}
+
+/// `Store::open`'s error for `serve`: a store another process holds is `store.locked`, naming the
+/// running daemon's port when it recorded one (issue 12 §5); anything else as the store says.
+fn store_open_error(
+    error: review_agent_gateway::store::StoreError,
+    paths: &review_agent_gateway::config::Paths,
+) -> GatewayError {
+    use review_agent_gateway::error::codes;
+    use review_agent_gateway::store::StoreError;
+    let locked = matches!(
+        &error,
+        StoreError::Open {
+            source: redb::DatabaseError::DatabaseAlreadyOpen,
+            ..
+        }
+    );
+    if !locked {
+        return error.into();
+    }
+    let store = paths.store_file();
+    match review_agent_gateway::config::running_daemon_port(paths) {
+        Some(port) => GatewayError::new(
+            codes::STORE_LOCKED,
+            format!(
+                "the store {} is in use: another `serve` is running on port {port}",
+                store.display()
+            ),
+            format!(
+                "Use the daemon already running on 127.0.0.1:{port} (the native host and \
+                 `doctor` find it by themselves), or stop it before starting another `serve`."
+            ),
+        ),
+        None => GatewayError::new(
+            codes::STORE_LOCKED,
+            format!(
+                "the store {} is in use by another gateway process (another `serve`)",
+                store.display()
+            ),
+            "Stop the other `review-agent-gateway serve` process, or use it instead of starting \
+             another.",
+        ),
     }
 }
 
