@@ -29,7 +29,8 @@
 //! gitlab_origin = "https://gitlab.example.com"
 //! project_path = "group/subgroup/project"
 //! local_path = "/home/me/src/project"      # absolute
-//! default_ref = "main"                     # optional, default "main"
+//! default_ref = "main"                     # optional, default "main"; `mappings add`
+//!                                          # writes the clone's own default branch
 //!
 //! [[providers]]                # no keys here: keys live in the OS keyring (DESIGN §8)
 //! id = "local-openai"

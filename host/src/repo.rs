@@ -177,6 +177,39 @@ impl Repository {
         self.repo.workdir()
     }
 
+    /// The repository's own default branch, as a spec that [`Repository::resolve`] accepts, and
+    /// where it came from (for messages), in this order (issue 12 §5, what `git clone` checks
+    /// out): the branch `origin/HEAD` points to (`master`, or `origin/master` when there is no
+    /// local branch of that name); else the checked-out branch; else `main`, else `master`.
+    /// `None` when none of these resolves to a commit (an empty repository).
+    pub fn default_branch(&self) -> Option<(String, &'static str)> {
+        let resolves = |spec: &str| self.resolve(spec).is_ok();
+        if let Ok(Some(reference)) = self.repo.try_find_reference("refs/remotes/origin/HEAD")
+            && let gix::refs::TargetRef::Symbolic(target) = reference.target()
+        {
+            let target = target.as_bstr().to_string();
+            if let Some(name) = target.strip_prefix("refs/remotes/origin/") {
+                if resolves(&format!("refs/heads/{name}")) {
+                    return Some((name.to_owned(), "the branch origin/HEAD points to"));
+                }
+                let remote = format!("origin/{name}");
+                if resolves(&remote) {
+                    return Some((remote, "the branch origin/HEAD points to"));
+                }
+            }
+        }
+        if let Ok(Some(head)) = self.repo.head_name() {
+            let name = head.shorten().to_string();
+            if resolves(&format!("refs/heads/{name}")) {
+                return Some((name, "the checked-out branch"));
+            }
+        }
+        ["main", "master"]
+            .into_iter()
+            .find(|name| resolves(&format!("refs/heads/{name}")))
+            .map(|name| (name.to_owned(), "the repository's branch of that name"))
+    }
+
     /// Resolve `spec` — a full or short SHA, a branch, a tag, `HEAD`, `HEAD~N`, or any other
     /// `git rev-parse` expression gix understands — to the commit it peels to.
     ///

@@ -754,5 +754,9 @@ fn head_inside_a_call_over_http_is_the_calls_ref() {
     assert_eq!(reply["data"]["output"]["totalLines"], 3, "{reply}");
     // The clone's own reflog is not a revision of the call's ref.
     let (status, reply) = call(None, json!({"action": "show", "commit": "HEAD@{1}"}));
-    assert_eq!((status, reply["error"]["code"].as_str()), (400, Some("request.invalid")), "{reply}");
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("request.invalid")),
+        "{reply}"
+    );
 }

@@ -328,8 +328,9 @@ pub fn probe_hello(
     timeout: Duration,
 ) -> Result<Value, HelloFailure> {
     probe(program, args, timeout).map_err(|why| match why {
-        Probe::Frame(reply) => host_error(&reply)
-            .unwrap_or_else(|| HelloFailure::Other(format!("it answered {reply} instead of a hello frame"))),
+        Probe::Frame(reply) => host_error(&reply).unwrap_or_else(|| {
+            HelloFailure::Other(format!("it answered {reply} instead of a hello frame"))
+        }),
         Probe::Other(why) => HelloFailure::Other(why),
     })
 }
@@ -340,12 +341,7 @@ fn host_error(reply: &Value) -> Option<HelloFailure> {
         return None;
     }
     let error = reply.get("error")?;
-    let text = |key: &str| {
-        error
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
+    let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_owned);
     Some(HelloFailure::HostError {
         code: text("code")?,
         message: text("message").unwrap_or_default(),

@@ -594,11 +594,7 @@ fn launchers_run_the_binary_in_native_host_mode_with_the_browser_arguments() {
     }
 }
 
-fn doctor_codes(
-    env: &Environment,
-    browsers: &[Browser],
-    expected: &ExtensionIds,
-) -> Vec<String> {
+fn doctor_codes(env: &Environment, browsers: &[Browser], expected: &ExtensionIds) -> Vec<String> {
     let reports = doctor::inspect(
         env,
         &DoctorOptions {

@@ -222,7 +222,9 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
             None => {
                 let loaded = review_agent_gateway::config::Config::load(None).ok();
                 match review_agent_gateway::config::Paths::discover() {
-                    Ok(paths) => review_agent_gateway::config::daemon_port(&paths, loaded.as_ref()).0,
+                    Ok(paths) => {
+                        review_agent_gateway::config::daemon_port(&paths, loaded.as_ref()).0
+                    }
                     Err(_) => loaded.map_or(4317, |loaded| loaded.config().port),
                 }
             }

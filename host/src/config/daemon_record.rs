@@ -150,7 +150,11 @@ mod tests {
         assert_eq!(running_daemon_port(&paths), Some(port));
         assert_eq!(daemon_port(&paths, None), (port, PortSource::Running));
         drop(listener);
-        assert_eq!(running_daemon_port(&paths), None, "stale once nothing listens");
+        assert_eq!(
+            running_daemon_port(&paths),
+            None,
+            "stale once nothing listens"
+        );
         remove_daemon_record(&paths);
         assert!(!paths.daemon_file().exists());
     }
