@@ -275,6 +275,9 @@ export interface Health {
   gatewayVersion: string;
   uptimeSeconds: number;
   providers: { id: string; kind: string; status: ProviderStatus }[];
+  /** The daemon's config.toml: `invalid` while the file on disk does not check (the daemon
+   * serves with its last valid configuration meanwhile). Absent from older gateways. */
+  config?: { status: "ok" | "invalid"; error?: ErrorObject };
 }
 
 /** GET /v1/capabilities data (also the gateway hello's `capabilities`). */

@@ -24,7 +24,8 @@ pub mod frame;
 pub mod request;
 
 pub use capability::{
-    Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
+    Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, Health, Limits, ProviderHealth,
+    ProviderStatus,
     RuleCapabilities, ToolCallResult, ToolDescription,
 };
 pub use codec::{
