@@ -41,6 +41,13 @@ pub enum RepoError {
         /// What gix reported.
         message: String,
     },
+    /// A revision does not resolve and the repository is a shallow clone: it may lie beyond
+    /// the clone's depth (said in git's terms, not gix's).
+    #[error("this is a shallow clone and `{spec}` is not in it")]
+    NotInShallowClone {
+        /// The revision as the user wrote it.
+        spec: String,
+    },
     /// A revision string that could be mistaken for an option or is malformed.
     #[error("revision `{spec}` is not valid: {reason}")]
     InvalidRevision {
@@ -75,6 +82,13 @@ impl From<RepoError> for GatewayError {
                  in a shallow clone, `git fetch --unshallow`, or in CI a full-depth checkout such as \
                  `fetch-depth: 0` / `GIT_DEPTH: 0`), then retry; check the spelling of branch and \
                  tag names.",
+            ),
+            RepoError::NotInShallowClone { .. } => GatewayError::new(
+                codes::REPOSITORY_REVISION_MISSING,
+                message,
+                "Fetch more history in the local repository: `git fetch --unshallow` (all of \
+                 it) or `git fetch --deepen=N` (N more commits); in CI a full-depth checkout \
+                 such as `fetch-depth: 0` / `GIT_DEPTH: 0`. Then retry.",
             ),
             RepoError::InvalidRevision { .. } => GatewayError::new(
                 codes::REQUEST_INVALID,
@@ -215,7 +229,8 @@ impl Repository {
     ///
     /// # Errors
     /// [`RepoError::InvalidRevision`] for an empty spec or one starting with `-` (never read as an
-    /// option); [`RepoError::RevisionMissing`] when it does not resolve or does not peel to a commit.
+    /// option); [`RepoError::RevisionMissing`] when it does not resolve or does not peel to a commit
+    /// ([`RepoError::NotInShallowClone`] in a shallow clone).
     pub fn resolve(&self, spec: &str) -> Result<Revision, RepoError> {
         if spec.is_empty() {
             return Err(RepoError::InvalidRevision {
@@ -242,14 +257,13 @@ impl Repository {
             });
         }
         let missing = |e: &dyn std::fmt::Display| {
-            let shallow = self.repo.is_shallow().unwrap_or(false);
-            RepoError::RevisionMissing {
-                spec: spec.into(),
-                message: if shallow {
-                    format!("{e} (this is a shallow clone: older history is not local)")
-                } else {
-                    e.to_string()
-                },
+            if self.repo.is_shallow().unwrap_or(false) {
+                RepoError::NotInShallowClone { spec: spec.into() }
+            } else {
+                RepoError::RevisionMissing {
+                    spec: spec.into(),
+                    message: e.to_string(),
+                }
             }
         };
         let id = self.repo.rev_parse_single(spec).map_err(|e| missing(&e))?;
