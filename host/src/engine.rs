@@ -31,9 +31,9 @@ use crate::conversation::Budget as RunBudget;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, ErrorObject,
-    EventPayload, Health, Limits,
-    ProviderHealth, ProviderStatus, RepositoryMappingRequest, ReviewFinding, ReviewRequest,
-    RuleCapabilities, RunCreated, RunKind, RunState, Stage, StageChanged,
+    EventPayload, Health, Limits, ProviderHealth, ProviderStatus, RepositoryMappingRequest,
+    ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind, RunState, Stage,
+    StageChanged,
 };
 use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};

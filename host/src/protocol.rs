@@ -25,8 +25,7 @@ pub mod request;
 
 pub use capability::{
     Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, Health, Limits, ProviderHealth,
-    ProviderStatus,
-    RuleCapabilities, ToolCallResult, ToolDescription,
+    ProviderStatus, RuleCapabilities, ToolCallResult, ToolDescription,
 };
 pub use codec::{
     Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,

@@ -41,15 +41,15 @@ use futures_util::{SinkExt, StreamExt};
 use review_agent_gateway::engine::{Budget, RunView};
 use review_agent_gateway::protocol::{
     AgentEvent, ApiResponse, Capabilities, ChatMessage, ChatRequest, ChatRole, ChunkFrame,
-    CommandCapabilities, ConfigHealth, ConfigStatus, Confidence, ContextAdded, ContextItem, DiffContext, DiffRefs, Effort,
-    ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence, FileContext, FindingCreated,
-    FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, Limits,
-    ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding,
-    ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext,
-    RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
-    RunFailed, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile,
-    Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted,
-    Usage, Warning, encode_chunked,
+    CommandCapabilities, Confidence, ConfigHealth, ConfigStatus, ContextAdded, ContextItem,
+    DiffContext, DiffRefs, Effort, ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence,
+    FileContext, FindingCreated, FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame,
+    IdFrame, Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame,
+    ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
+    RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunKind, RunState, ScopeSelection, SelectionContext,
+    Severity, Side, SkippedFile, Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted,
+    ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;

@@ -1212,8 +1212,11 @@ fn health_reports_an_invalid_config_until_it_is_fixed() {
 
     let config = d.home.path().join("config/config.toml");
     let good = std::fs::read_to_string(&config).expect("config");
-    std::fs::write(&config, format!("{good}\n[limits]\nmax_concurrent_reviews = \"two\"\n"))
-        .expect("write config");
+    std::fs::write(
+        &config,
+        format!("{good}\n[limits]\nmax_concurrent_reviews = \"two\"\n"),
+    )
+    .expect("write config");
     let health = d.raw("GET", "/v1/health", &[], None);
     assert_eq!(health.status, 200, "{}", health.body);
     let state = &health.json()["data"]["config"];
@@ -1222,7 +1225,10 @@ fn health_reports_an_invalid_config_until_it_is_fixed() {
     let message = state["error"]["message"].as_str().expect("message");
     assert!(message.contains("config.toml:"), "{message}");
     assert!(
-        !state["error"]["remediation"].as_str().unwrap_or("").is_empty(),
+        !state["error"]["remediation"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
         "{state}"
     );
     // Still serving with the last valid configuration: the mapping works.
@@ -1237,5 +1243,10 @@ fn health_reports_an_invalid_config_until_it_is_fixed() {
 
     std::fs::write(&config, good).expect("write config");
     let health = d.raw("GET", "/v1/health", &[], None);
-    assert_eq!(health.json()["data"]["config"], json!({"status": "ok"}), "{}", health.body);
+    assert_eq!(
+        health.json()["data"]["config"],
+        json!({"status": "ok"}),
+        "{}",
+        health.body
+    );
 }

@@ -379,13 +379,11 @@ impl Config {
             .map_err(|e| at.invalid(e.span(), None, e.message().trim_end()))?;
         check_no_secrets(&doc, &at)?;
         let mut config: Config = toml::from_str(text).map_err(|e| {
-            let segs = e
-                .span()
-                .and_then(|span| path_at(doc.as_item(), span.start));
+            let segs = e.span().and_then(|span| path_at(doc.as_item(), span.start));
             let message = e.message().trim_end();
-            let hint = segs.as_deref().and_then(|segs| {
-                misplaced_top_level_key(text, segs, e.span()?.start, message)
-            });
+            let hint = segs
+                .as_deref()
+                .and_then(|segs| misplaced_top_level_key(text, segs, e.span()?.start, message));
             let key = segs.map(|segs| render_path(&segs));
             at.invalid(e.span(), key, hint.as_deref().unwrap_or(message))
         })?;
@@ -773,9 +771,7 @@ fn misplaced_top_level_key(
         .filter(|(_, line)| line.trim_start().starts_with('['))
         .last()?;
     let header = header.trim();
-    let header = header
-        .split_once('#')
-        .map_or(header, |(h, _)| h.trim_end());
+    let header = header.split_once('#').map_or(header, |(h, _)| h.trim_end());
     Some(format!(
         "unknown field `{field}`: `{field}` is a top-level key but is written after the \
          `{header}` table on line {}, so TOML reads it as part of that table; move it above \
