@@ -132,7 +132,8 @@ enum TokenCommand {
 enum MappingsCommand {
     /// List the confirmed mappings of the config file (`ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`),
     /// then the browsers' pending proposals from the daemon's store
-    /// (`ID<TAB>pending<TAB>ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`). A proposal stays in the store
+    /// (`ID<TAB>pending<TAB>ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`, REF `-` when the proposal names
+    /// none: `confirm` then picks the repository's default branch). A proposal stays in the store
     /// after `confirm`; it is hidden here once the config maps its project to its path.
     List {
         /// The config file (default: config.toml in the config dir).
@@ -805,7 +806,7 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
                     printable(&p.gitlab_origin),
                     printable(&p.project_path),
                     printable(&p.local_path),
-                    printable(p.default_ref.as_deref().unwrap_or("main"))
+                    printable(p.default_ref.as_deref().unwrap_or("-"))
                 ));
                 if let Some(m) = existing {
                     eprintln!(

@@ -486,6 +486,15 @@ fn a_missing_default_ref_is_refused_at_confirm_and_named_at_call_time() {
     assert_eq!(status, 202, "{text}");
     let reply: Value = serde_json::from_str(&text).expect("JSON");
     let id = reply["data"]["id"].as_str().expect("id").to_owned();
+    // Listed with `-`: no ref asked for; confirm picks the clone's own.
+    let listed = home.ok(&["mappings", "list"]);
+    assert!(
+        listed.contains(&format!(
+            "{id}\tpending\t{ORIGIN}\tgroup/tokio2\t{}\t-\n",
+            master_path.display()
+        )),
+        "{listed}"
+    );
     let out = home.ok(&["mappings", "confirm", &id]);
     assert!(
         out.contains("(default ref master, the checked-out branch)"),

@@ -659,7 +659,7 @@ fn read_file_at_a_path_inside_a_submodule_is_none() {
 fn a_revision_beyond_a_shallow_clone_is_said_in_git_terms() {
     let mut upstream = TestRepo::new();
     for n in 0..3 {
-        upstream.write("a.txt", &format!("{n}\n"));
+        upstream.write("a.txt", format!("{n}\n"));
         upstream.commit(&format!("c{n}"));
     }
     let dir = tempfile::tempdir().expect("temp dir");
