@@ -203,7 +203,7 @@ pub fn extract(context: &mut TagsContext, lang: Lang, source: &[u8]) -> FileTags
     ) {
         return out;
     }
-    if lang == Lang::Rust {
+    if lang == Lang::Rust && has_item_level_macro(source, &line_starts, &out.tags) {
         let expansion = super::macros::expand(source);
         if !expansion.masked.is_empty() {
             for masked in &expansion.masked {
@@ -223,6 +223,44 @@ pub fn extract(context: &mut TagsContext, lang: Lang, source: &[u8]) -> FileTags
         out.macros.sort_by_key(|m| m.line);
     }
     out
+}
+
+/// Whether the tags of a Rust file show a macro invocation outside every function (the query
+/// tags `name!(…)` as a `call` reference): only then is the file parsed again for
+/// [`super::macros`], so the many files whose macros are all inside functions (`println!`,
+/// `assert!`) cost nothing more. (An item-level invocation of a path, `a::b! { … }`, is not
+/// tagged, so alone in a file it is not looked at.)
+fn has_item_level_macro(source: &[u8], line_starts: &[usize], tags: &[TagRecord]) -> bool {
+    let mut functions: Vec<(u32, u32)> = tags
+        .iter()
+        .filter(|t| t.definition && matches!(t.kind.as_str(), "function" | "method"))
+        .map(|t| (t.line, t.end_line))
+        .collect();
+    functions.sort_unstable();
+    // Outermost functions only, so a binary search finds the one that may hold a line.
+    let mut outer: Vec<(u32, u32)> = Vec::with_capacity(functions.len());
+    for f in functions {
+        match outer.last_mut() {
+            Some(last) if f.0 <= last.1 => last.1 = last.1.max(f.1),
+            _ => outer.push(f),
+        }
+    }
+    let in_function = |line: u32| {
+        let at = outer.partition_point(|f| f.0 <= line);
+        at > 0 && outer[at - 1].1 >= line
+    };
+    tags.iter().any(|t| {
+        if t.definition || t.kind != "call" || in_function(t.line) {
+            return false;
+        }
+        let start = line_starts.get(t.line as usize - 1).copied().unwrap_or(0) + t.column as usize
+            - 1
+            + t.name.len();
+        source
+            .get(start..)
+            .and_then(|rest| rest.iter().find(|b| !b.is_ascii_whitespace()))
+            == Some(&b'!')
+    })
 }
 
 /// Run the tag query on `parsed` (the file, or a masked copy of it with the same offsets) and
