@@ -276,6 +276,9 @@ export interface Health {
   uptimeSeconds: number;
   /** `remediation`: what to do about a status that is not `ready`, when the gateway knows. */
   providers: { id: string; kind: string; status: ProviderStatus; remediation?: string }[];
+  /** The daemon's config.toml: `invalid` while the file on disk does not check (the daemon
+   * serves with its last valid configuration meanwhile). Absent from older gateways. */
+  config?: { status: "ok" | "invalid"; error?: ErrorObject };
 }
 
 /** GET /v1/capabilities data (also the gateway hello's `capabilities`). */

@@ -29,7 +29,8 @@
 //! gitlab_origin = "https://gitlab.example.com"
 //! project_path = "group/subgroup/project"
 //! local_path = "/home/me/src/project"      # absolute
-//! default_ref = "main"                     # optional, default "main"
+//! default_ref = "main"                     # optional, default "main"; `mappings add`
+//!                                          # writes the clone's own default branch
 //!
 //! [[providers]]                # no keys here: keys live in the OS keyring (DESIGN §8)
 //! id = "local-openai"
@@ -48,12 +49,17 @@
 //! the keyring. Errors name the file, the key and the line:
 //! ``config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32``.
 
+mod daemon_record;
 mod edit;
 mod error;
 mod file;
 mod origin;
 mod paths;
 
+pub use daemon_record::{
+    DaemonRecord, PORT_ENV, PortSource, configured_port, daemon_port, read_daemon_record,
+    read_record_file, record_daemon, remove_daemon_record, running_daemon_port,
+};
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{

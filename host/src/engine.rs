@@ -30,9 +30,10 @@ use crate::config::{Config, LoadedConfig};
 use crate::conversation::Budget as RunBudget;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
-    AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health, Limits,
-    ProviderHealth, ProviderStatus, RepositoryMappingRequest, ReviewFinding, ReviewRequest,
-    RuleCapabilities, RunCreated, RunKind, RunState, Stage, StageChanged,
+    AgentEvent, Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, ErrorObject,
+    EventPayload, Health, Limits, ProviderHealth, ProviderStatus, RepositoryMappingRequest,
+    ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind, RunState, Stage,
+    StageChanged,
 };
 use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};
@@ -305,6 +306,8 @@ impl Gateway {
             gateway_version: self.inner.gateway_version.clone(),
             uptime_seconds: self.inner.started.elapsed().as_secs(),
             providers: futures_util::future::join_all(probes).await,
+            // After `self.config()` above, which re-read a changed file.
+            config: Some(self.inner.config.health()),
         }
     }
 
@@ -1394,11 +1397,14 @@ fn shutting_down() -> GatewayError {
 }
 
 /// The configuration, re-read from its file when the file's modification time changes. A
-/// file that no longer parses is logged and the last good configuration stays in force.
+/// file that no longer parses is logged and the last good configuration stays in force; the
+/// error is kept for `GET /v1/health` ([`ConfigCell::health`]) until a valid file replaces it.
 struct ConfigCell {
     path: std::path::PathBuf,
     from_file: bool,
     state: RwLock<(Arc<Config>, Option<SystemTime>)>,
+    // Invariant: `Some` exactly while the file on disk is invalid (its error, redacted).
+    invalid: std::sync::Mutex<Option<ErrorObject>>,
 }
 
 impl ConfigCell {
@@ -1410,7 +1416,29 @@ impl ConfigCell {
             path,
             from_file,
             state: RwLock::new((Arc::new(loaded.into_config()), mtime)),
+            invalid: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Whether the file on disk is the configuration in force, for `GET /v1/health`.
+    fn health(&self) -> ConfigHealth {
+        let error = self.invalid.lock().map(|e| e.clone()).unwrap_or(None);
+        ConfigHealth {
+            status: if error.is_some() {
+                ConfigStatus::Invalid
+            } else {
+                ConfigStatus::Ok
+            },
+            error,
+        }
+    }
+
+    fn set_invalid(&self, error: Option<ErrorObject>) {
+        let mut slot = match self.invalid.lock() {
+            Ok(slot) => slot,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *slot = error;
     }
 
     fn current(&self) -> Arc<Config> {
@@ -1430,10 +1458,21 @@ impl ConfigCell {
                     *state = (config.clone(), mtime);
                 }
                 tracing::info!(path = %self.path.display(), "configuration reloaded");
+                self.set_invalid(None);
                 config
             }
             Err(error) => {
-                tracing::warn!(%error, "the changed configuration is not valid; keeping the previous one");
+                let error = GatewayError::from(error);
+                tracing::warn!(
+                    code = error.code,
+                    message = %crate::security::redact::redact(&error.message),
+                    remediation = %error.remediation,
+                    "the changed configuration is not valid; keeping the previous one \
+                     (GET /v1/health reports it until the file is fixed)"
+                );
+                let mut object = ErrorObject::from(&error);
+                object.message = crate::security::redact::redact(&object.message).into_owned();
+                self.set_invalid(Some(object));
                 let mut state = match self.state.write() {
                     Ok(state) => state,
                     Err(poisoned) => poisoned.into_inner(),

@@ -66,6 +66,8 @@ pub mod codes {
     pub const INTERNAL: &str = "internal.error";
     /// The gateway's store (redb file) cannot be opened or a transaction on it failed.
     pub const STORE_UNAVAILABLE: &str = "store.unavailable";
+    /// The store is held by another process: another `serve` is running (issue 12 §5).
+    pub const STORE_LOCKED: &str = "store.locked";
     /// No run with this id is stored (never created, or purged after the retention period).
     pub const RUN_NOT_FOUND: &str = "run.not_found";
     /// The configuration file does not check: TOML syntax, unknown key, wrong type, bad value.

@@ -132,7 +132,8 @@ enum TokenCommand {
 enum MappingsCommand {
     /// List the confirmed mappings of the config file (`ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`),
     /// then the browsers' pending proposals from the daemon's store
-    /// (`ID<TAB>pending<TAB>ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`). A proposal stays in the store
+    /// (`ID<TAB>pending<TAB>ORIGIN<TAB>PROJECT<TAB>PATH<TAB>REF`, REF `-` when the proposal names
+    /// none: `confirm` then picks the repository's default branch). A proposal stays in the store
     /// after `confirm`; it is hidden here once the config maps its project to its path.
     List {
         /// The config file (default: config.toml in the config dir).
@@ -150,9 +151,11 @@ enum MappingsCommand {
         /// The local clone (work tree or bare repository).
         #[arg(long)]
         local_path: PathBuf,
-        /// The branch reviewed when a request names none.
-        #[arg(long, default_value = "main")]
-        default_ref: String,
+        /// The branch reviewed when a request names none; it must exist in the clone (default:
+        /// the repository's own default branch: origin/HEAD's, else the checked-out one, else
+        /// main or master).
+        #[arg(long)]
+        default_ref: Option<String>,
         /// The config file to edit (default: config.toml in the config dir; created if missing).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -416,33 +419,35 @@ fn serve_command(args: ServeArgs) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions), GatewayError> {
-        let paths = Paths::discover()?;
-        let loaded = Config::load(args.config.as_deref())?;
-        std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
-            GatewayError::new(
-                review_agent_gateway::error::codes::STORE_UNAVAILABLE,
-                format!(
-                    "cannot create the state directory {}: {e}",
-                    paths.state_dir().display()
-                ),
-                "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
-            )
-        })?;
-        let token_file = paths.token_file();
-        let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
-        let store = Store::open(&paths.store_file())?;
-        let closer = store.closer();
-        let config = loaded.config();
-        let options = ServeOptions {
-            bind: args.bind.unwrap_or(config.bind),
-            port: args.port.unwrap_or(config.port),
-            allow_remote: args.allow_remote,
+    let setup =
+        || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions, Paths), GatewayError> {
+            let paths = Paths::discover()?;
+            let loaded = Config::load(args.config.as_deref())?;
+            std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
+                GatewayError::new(
+                    review_agent_gateway::error::codes::STORE_UNAVAILABLE,
+                    format!(
+                        "cannot create the state directory {}: {e}",
+                        paths.state_dir().display()
+                    ),
+                    "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
+                )
+            })?;
+            let token_file = paths.token_file();
+            let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
+            let store =
+                Store::open(&paths.store_file()).map_err(|e| store_open_error(e, &paths))?;
+            let closer = store.closer();
+            let config = loaded.config();
+            let options = ServeOptions {
+                bind: args.bind.unwrap_or(config.bind),
+                port: args.port.unwrap_or(config.port),
+                allow_remote: args.allow_remote,
+            };
+            let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
+            Ok((gateway, closer, token, options, paths))
         };
-        let gateway = Gateway::open(loaded, store, TOOL_VERSION)?;
-        Ok((gateway, closer, token, options))
-    };
-    let (gateway, closer, token, options) = match setup() {
+    let (gateway, closer, token, options, paths) = match setup() {
         Ok(parts) => parts,
         Err(error) => return fail(&error),
     };
@@ -457,10 +462,21 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         }
     };
     let result = runtime.block_on(serve(gateway, token, options, |addr| {
+        // One port for every process: the native host, `doctor` and the CLI find this daemon
+        // through the record even when it listens on a port the config does not name. Written
+        // before the listening line, so whoever waits for that line finds it.
+        if let Err(e) = review_agent_gateway::config::record_daemon(&paths, addr.port()) {
+            tracing::warn!(
+                file = %paths.daemon_file().display(),
+                error = %e,
+                "cannot record the daemon's port; the native host uses the config's"
+            );
+        }
         println!("listening on http://{addr}");
         let _ = std::io::stdout().flush();
         tracing::info!(%addr, "review-agent-gateway listening");
     }));
+    review_agent_gateway::config::remove_daemon_record(&paths);
     // Review threads still going were marked interrupted: do not wait for them.
     runtime.shutdown_background();
     // They, and tasks the runtime has not dropped yet, still hold the store: close its file
@@ -472,6 +488,49 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),
+    }
+}
+
+/// `Store::open`'s error for `serve`: a store another process holds is `store.locked`, naming the
+/// running daemon's port when it recorded one (issue 12 §5); anything else as the store says.
+fn store_open_error(
+    error: review_agent_gateway::store::StoreError,
+    paths: &review_agent_gateway::config::Paths,
+) -> GatewayError {
+    use review_agent_gateway::error::codes;
+    use review_agent_gateway::store::StoreError;
+    let locked = matches!(
+        &error,
+        StoreError::Open {
+            source: redb::DatabaseError::DatabaseAlreadyOpen,
+            ..
+        }
+    );
+    if !locked {
+        return error.into();
+    }
+    let store = paths.store_file();
+    match review_agent_gateway::config::running_daemon_port(paths) {
+        Some(port) => GatewayError::new(
+            codes::STORE_LOCKED,
+            format!(
+                "the store {} is in use: another `serve` is running on port {port}",
+                store.display()
+            ),
+            format!(
+                "Use the daemon already running on 127.0.0.1:{port} (the native host and \
+                 `doctor` find it by themselves), or stop it before starting another `serve`."
+            ),
+        ),
+        None => GatewayError::new(
+            codes::STORE_LOCKED,
+            format!(
+                "the store {} is in use by another gateway process (another `serve`)",
+                store.display()
+            ),
+            "Stop the other `review-agent-gateway serve` process, or use it instead of starting \
+             another.",
+        ),
     }
 }
 
@@ -747,7 +806,7 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
                     printable(&p.gitlab_origin),
                     printable(&p.project_path),
                     printable(&p.local_path),
-                    printable(p.default_ref.as_deref().unwrap_or("main"))
+                    printable(p.default_ref.as_deref().unwrap_or("-"))
                 ));
                 if let Some(m) = existing {
                     eprintln!(
@@ -782,6 +841,8 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
         } => {
             let path = config_path(config)?;
             let local_path = checked_repository(&local_path)?;
+            let (default_ref, why) =
+                checked_default_ref(&local_path, default_ref.as_deref(), "--default-ref")?;
             let mapping = Mapping {
                 gitlab_origin,
                 project_path,
@@ -790,7 +851,7 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             };
             config::add_mapping(&path, mapping.clone())?;
             println!(
-                "Mapped {} {} to {} (default ref {}) in {}.",
+                "Mapped {} {} to {} (default ref {}{why}) in {}.",
                 mapping.gitlab_origin,
                 mapping.project_path.trim_matches('/'),
                 mapping.local_path.display(),
@@ -849,15 +910,20 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
                 ));
             }
             let local_path = checked_repository(&proposed)?;
+            let (default_ref, why) = checked_default_ref(
+                &local_path,
+                proposal.default_ref.as_deref(),
+                "the proposal's defaultRef",
+            )?;
             let mapping = Mapping {
                 gitlab_origin: proposal.gitlab_origin,
                 project_path: proposal.project_path,
                 local_path,
-                default_ref: proposal.default_ref.unwrap_or_else(|| "main".to_owned()),
+                default_ref,
             };
             config::add_mapping(&path, mapping.clone())?;
             println!(
-                "Confirmed {id}: mapped {} {} to {} (default ref {}) in {}.",
+                "Confirmed {id}: mapped {} {} to {} (default ref {}{why}) in {}.",
                 mapping.gitlab_origin,
                 mapping.project_path.trim_matches('/'),
                 mapping.local_path.display(),
@@ -911,6 +977,82 @@ fn checked_repository(local_path: &std::path::Path) -> Result<PathBuf, GatewayEr
         ));
     }
     Ok(local_path)
+}
+
+/// The default ref of a new mapping of `local_path` (issue 12 §5): `given` when it resolves to
+/// a commit there, else an error naming it; without one, the repository's own default branch
+/// (`Repository::default_branch`). Returns the ref and, when it was picked, a note saying why
+/// (`, the checked-out branch`). `what` names where `given` came from, for the message.
+fn checked_default_ref(
+    local_path: &std::path::Path,
+    given: Option<&str>,
+    what: &str,
+) -> Result<(String, String), GatewayError> {
+    use review_agent_gateway::error::codes;
+    let repo = review_agent_gateway::repo::Repository::open(local_path).map_err(|e| {
+        GatewayError::new(
+            codes::REPOSITORY_NOT_FOUND,
+            e.to_string(),
+            "Give the directory of a local clone (git work tree or bare repository) of the \
+             project.",
+        )
+    })?;
+    let default = repo.default_branch();
+    match given {
+        Some(spec) => match repo.resolve(spec) {
+            Ok(_) => Ok((spec.to_owned(), String::new())),
+            Err(error) if what != "--default-ref" => Err(GatewayError::new(
+                codes::REPOSITORY_REVISION_MISSING,
+                format!(
+                    "{what} `{spec}` does not exist in {}: {error}",
+                    local_path.display()
+                ),
+                format!(
+                    "Fetch it (`git -C {} fetch origin {spec}`) and confirm again, or add the \
+                     mapping yourself with `review-agent-gateway mappings add`{}.",
+                    local_path.display(),
+                    default
+                        .as_ref()
+                        .map(|(name, why)| format!(" (it picks `{name}`, {why})"))
+                        .unwrap_or_default()
+                ),
+            )),
+            Err(error) => {
+                let hint = match &default {
+                    Some((name, why)) => format!(
+                        "Give a branch that exists there, e.g. `--default-ref {name}` ({why}), \
+                         or leave the option out to use it; or fetch `{spec}` first \
+                         (`git -C {} fetch origin {spec}`).",
+                        local_path.display()
+                    ),
+                    None => format!(
+                        "Commit or fetch a branch in {} first, then add the mapping.",
+                        local_path.display()
+                    ),
+                };
+                Err(GatewayError::new(
+                    codes::REPOSITORY_REVISION_MISSING,
+                    format!(
+                        "{what} `{spec}` does not exist in {}: {error}",
+                        local_path.display()
+                    ),
+                    hint,
+                ))
+            }
+        },
+        None => match default {
+            Some((name, why)) => Ok((name, format!(", {why}"))),
+            None => Err(GatewayError::new(
+                codes::REPOSITORY_REVISION_MISSING,
+                format!(
+                    "{} has no branch to review: no origin/HEAD, no checked-out branch with a \
+                     commit, no main or master",
+                    local_path.display()
+                ),
+                "Commit or fetch a branch there first, or give one with --default-ref.",
+            )),
+        },
+    }
 }
 
 /// Whether a confirmed mapping's path (canonical) is the proposed one (as the browser wrote

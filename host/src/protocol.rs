@@ -24,8 +24,8 @@ pub mod frame;
 pub mod request;
 
 pub use capability::{
-    Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
-    RuleCapabilities, ToolCallResult, ToolDescription,
+    Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, Health, Limits, ProviderHealth,
+    ProviderStatus, RuleCapabilities, ToolCallResult, ToolDescription,
 };
 pub use codec::{
     Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,

@@ -42,6 +42,13 @@ pub enum RepoError {
         /// What gix reported.
         message: String,
     },
+    /// A revision does not resolve and the repository is a shallow clone: it may lie beyond
+    /// the clone's depth (said in git's terms, not gix's).
+    #[error("this is a shallow clone and `{spec}` is not in it")]
+    NotInShallowClone {
+        /// The revision as the user wrote it.
+        spec: String,
+    },
     /// A revision string that could be mistaken for an option or is malformed.
     #[error("revision `{spec}` is not valid: {reason}")]
     InvalidRevision {
@@ -79,6 +86,13 @@ impl From<RepoError> for GatewayError {
                  in a shallow clone, `git fetch --unshallow`, or in CI a full-depth checkout such as \
                  `fetch-depth: 0` / `GIT_DEPTH: 0`), then retry; check the spelling of branch and \
                  tag names.",
+            ),
+            RepoError::NotInShallowClone { .. } => GatewayError::new(
+                codes::REPOSITORY_REVISION_MISSING,
+                message,
+                "Fetch more history in the local repository: `git fetch --unshallow` (all of \
+                 it) or `git fetch --deepen=N` (N more commits); in CI a full-depth checkout \
+                 such as `fetch-depth: 0` / `GIT_DEPTH: 0`. Then retry.",
             ),
             RepoError::InvalidRevision { .. } => GatewayError::new(
                 codes::REQUEST_INVALID,
@@ -186,12 +200,46 @@ impl Repository {
         self.repo.workdir()
     }
 
+    /// The repository's own default branch, as a spec that [`Repository::resolve`] accepts, and
+    /// where it came from (for messages), in this order (issue 12 §5, what `git clone` checks
+    /// out): the branch `origin/HEAD` points to (`master`, or `origin/master` when there is no
+    /// local branch of that name); else the checked-out branch; else `main`, else `master`.
+    /// `None` when none of these resolves to a commit (an empty repository).
+    pub fn default_branch(&self) -> Option<(String, &'static str)> {
+        let resolves = |spec: &str| self.resolve(spec).is_ok();
+        if let Ok(Some(reference)) = self.repo.try_find_reference("refs/remotes/origin/HEAD")
+            && let gix::refs::TargetRef::Symbolic(target) = reference.target()
+        {
+            let target = target.as_bstr().to_string();
+            if let Some(name) = target.strip_prefix("refs/remotes/origin/") {
+                if resolves(&format!("refs/heads/{name}")) {
+                    return Some((name.to_owned(), "the branch origin/HEAD points to"));
+                }
+                let remote = format!("origin/{name}");
+                if resolves(&remote) {
+                    return Some((remote, "the branch origin/HEAD points to"));
+                }
+            }
+        }
+        if let Ok(Some(head)) = self.repo.head_name() {
+            let name = head.shorten().to_string();
+            if resolves(&format!("refs/heads/{name}")) {
+                return Some((name, "the checked-out branch"));
+            }
+        }
+        ["main", "master"]
+            .into_iter()
+            .find(|name| resolves(&format!("refs/heads/{name}")))
+            .map(|name| (name.to_owned(), "the repository's branch of that name"))
+    }
+
     /// Resolve `spec` — a full or short SHA, a branch, a tag, `HEAD`, `HEAD~N`, or any other
     /// `git rev-parse` expression gix understands — to the commit it peels to.
     ///
     /// # Errors
     /// [`RepoError::InvalidRevision`] for an empty spec or one starting with `-` (never read as an
-    /// option); [`RepoError::RevisionMissing`] when it does not resolve or does not peel to a commit.
+    /// option); [`RepoError::RevisionMissing`] when it does not resolve or does not peel to a commit
+    /// ([`RepoError::NotInShallowClone`] in a shallow clone).
     pub fn resolve(&self, spec: &str) -> Result<Revision, RepoError> {
         if spec.is_empty() {
             return Err(RepoError::InvalidRevision {
@@ -218,14 +266,13 @@ impl Repository {
             });
         }
         let missing = |e: &dyn std::fmt::Display| {
-            let shallow = self.repo.is_shallow().unwrap_or(false);
-            RepoError::RevisionMissing {
-                spec: spec.into(),
-                message: if shallow {
-                    format!("{e} (this is a shallow clone: older history is not local)")
-                } else {
-                    e.to_string()
-                },
+            if self.repo.is_shallow().unwrap_or(false) {
+                RepoError::NotInShallowClone { spec: spec.into() }
+            } else {
+                RepoError::RevisionMissing {
+                    spec: spec.into(),
+                    message: e.to_string(),
+                }
             }
         };
         let id = self.repo.rev_parse_single(spec).map_err(|e| missing(&e))?;

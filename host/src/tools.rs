@@ -154,7 +154,57 @@ impl ToolContext {
                 }
                 Ok(ToolRevision::Worktree)
             }
-            Some(spec) => Ok(ToolRevision::Commit(self.repo.resolve(spec)?)),
+            Some(spec) => {
+                let Some((base, rest)) = self.head_relative(spec)? else {
+                    return Ok(ToolRevision::Commit(self.repo.resolve(spec)?));
+                };
+                let rewritten = format!("{}{rest}", base.id);
+                let mut revision = self.repo.resolve(&rewritten).map_err(|e| {
+                    let mut error = GatewayError::from(e);
+                    error.message = format!(
+                        "{spec} (HEAD is this call's ref, {} = {}): {}",
+                        base.spec, base.id, error.message
+                    );
+                    error
+                })?;
+                revision.spec = spec.to_owned();
+                Ok(ToolRevision::Commit(revision))
+            }
+        }
+    }
+
+    /// `HEAD` inside a tool call means the call's ref (issue 12 §5): for `HEAD`, `HEAD~N`,
+    /// `HEAD^N` (and their combinations) the context's default commit and the rest of the
+    /// spec; `None` when `spec` does not start with `HEAD` or the context reads the work tree
+    /// (whose `HEAD` is the checked-out commit anyway).
+    ///
+    /// # Errors
+    /// `request.invalid` for `HEAD@{…}` and `HEAD:path`: the clone's own reflog or a path is not
+    /// a revision of the call's ref.
+    fn head_relative<'a>(
+        &'a self,
+        spec: &'a str,
+    ) -> Result<Option<(&'a Revision, &'a str)>, GatewayError> {
+        let ToolRevision::Commit(base) = &self.rev else {
+            return Ok(None);
+        };
+        let Some(rest) = spec.strip_prefix("HEAD") else {
+            return Ok(None);
+        };
+        match rest.chars().next() {
+            None | Some('~' | '^') => Ok(Some((base, rest))),
+            Some('@' | ':') => Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!(
+                    "`{spec}` cannot be read: inside a tool call HEAD is the call's ref ({}), \
+                     which has no reflog or path syntax here",
+                    base.spec
+                ),
+                "Give a commit, branch or tag, or HEAD, HEAD~N or HEAD^N (relative to the \
+                 call's ref); give a file as `path`.",
+            )),
+            // A branch named like `HEADLINE`.
+            Some(_) => Ok(None),
         }
     }
 

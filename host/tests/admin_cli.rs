@@ -452,3 +452,82 @@ fn without_a_store_there_are_no_runs_and_no_proposals() {
     let listed = home.ok(&["mappings", "list"]);
     assert_eq!(listed.lines().count(), 1, "{listed}");
 }
+
+/// Issue 12 §5: a default ref that is not in the clone. `mappings confirm` of a proposal whose
+/// `defaultRef` is missing is refused (naming the clone's own default); one without a
+/// `defaultRef` gets the clone's default branch (`master` here, as tokio's); and a tool call
+/// on a mapping whose `default_ref` is missing names the mapping's default ref and how to
+/// change it.
+#[test]
+fn a_missing_default_ref_is_refused_at_confirm_and_named_at_call_time() {
+    let repo = Repo::new();
+    let home = Home::new(&repo);
+    let daemon = Daemon::start(&home);
+    let master = tempfile::tempdir().expect("temp dir");
+    git(master.path(), &["init", "-q", "-b", "master"]);
+    std::fs::write(master.path().join("lib.rs"), "pub fn f() {}\n").expect("write");
+    git(master.path(), &["add", "-A"]);
+    git(master.path(), &["commit", "-q", "-m", "first"]);
+    let master_path = master.path().canonicalize().expect("canonical");
+
+    let with_main = daemon.propose("group/tokio", &master_path);
+    let stderr = home.fails(
+        &["mappings", "confirm", &with_main],
+        "repository.revision_missing",
+    );
+    assert!(stderr.contains("`main` does not exist"), "{stderr}");
+    assert!(stderr.contains("it picks `master`"), "{stderr}");
+
+    let body = json!({
+        "gitlabOrigin": ORIGIN, "projectPath": "group/tokio2",
+        "localPath": master_path.to_str().expect("utf-8")
+    });
+    let (status, text) = daemon.request("POST", "/v1/repository-mappings", &body);
+    assert_eq!(status, 202, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("JSON");
+    let id = reply["data"]["id"].as_str().expect("id").to_owned();
+    // Listed with `-`: no ref asked for; confirm picks the clone's own.
+    let listed = home.ok(&["mappings", "list"]);
+    assert!(
+        listed.contains(&format!(
+            "{id}\tpending\t{ORIGIN}\tgroup/tokio2\t{}\t-\n",
+            master_path.display()
+        )),
+        "{listed}"
+    );
+    let out = home.ok(&["mappings", "confirm", &id]);
+    assert!(
+        out.contains("(default ref master, the checked-out branch)"),
+        "{out}"
+    );
+
+    // A mapping written by hand with a default ref the clone lacks.
+    let mut config = std::fs::read_to_string(home.config_file()).expect("config");
+    config.push_str(&format!(
+        "\n[[mappings]]\ngitlab_origin = \"{ORIGIN}\"\nproject_path = \"group/typo\"\n\
+         local_path = \"{}\"\ndefault_ref = \"main\"\n",
+        master_path.display()
+    ));
+    std::fs::write(home.config_file(), config).expect("write config");
+    let call = json!({"gitlabOrigin": ORIGIN, "projectPath": "group/typo",
+                      "input": {"path": "lib.rs"}});
+    let (status, text) = daemon.request("POST", "/v1/tools/file_read", &call);
+    let reply: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("repository.revision_missing")),
+        "{text}"
+    );
+    let message = reply["error"]["message"].as_str().expect("message");
+    assert!(message.contains("default ref `main`"), "{message}");
+    let remediation = reply["error"]["remediation"].as_str().expect("remediation");
+    assert!(
+        remediation.contains("`default_ref`") && remediation.contains("`master`"),
+        "{remediation}"
+    );
+    // The same mapping with the request's own ref works.
+    let mut with_ref = call.clone();
+    with_ref["ref"] = json!("master");
+    let (status, text) = daemon.request("POST", "/v1/tools/file_read", &with_ref);
+    assert_eq!(status, 200, "{text}");
+}

@@ -41,15 +41,15 @@ use futures_util::{SinkExt, StreamExt};
 use review_agent_gateway::engine::{Budget, RunView};
 use review_agent_gateway::protocol::{
     AgentEvent, ApiResponse, Capabilities, ChatMessage, ChatRequest, ChatRole, ChunkFrame,
-    CommandCapabilities, Confidence, ContextAdded, ContextItem, DiffContext, DiffRefs, Effort,
-    ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence, FileContext, FindingCreated,
-    FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, Limits,
-    ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding,
-    ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext,
-    RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
-    RunFailed, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile,
-    Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted,
-    Usage, Warning, encode_chunked,
+    CommandCapabilities, Confidence, ConfigHealth, ConfigStatus, ContextAdded, ContextItem,
+    DiffContext, DiffRefs, Effort, ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence,
+    FileContext, FindingCreated, FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame,
+    IdFrame, Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame,
+    ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
+    RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunKind, RunState, ScopeSelection, SelectionContext,
+    Severity, Side, SkippedFile, Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted,
+    ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -1073,8 +1073,20 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
                 .then(|| "Set `model` for provider `local` in config.toml.".into()),
         })
         .collect(),
+        config: Some(ConfigHealth {
+            status: ConfigStatus::Invalid,
+            error: Some(error_object()),
+        }),
     };
     ts.value("Health", "constructed health", &health);
+    let healthy = Health {
+        config: Some(ConfigHealth {
+            status: ConfigStatus::Ok,
+            error: None,
+        }),
+        ..health.clone()
+    };
+    ts.value("Health", "constructed health, config ok", &healthy);
     ts.value("Capabilities", "constructed capabilities", &capabilities());
     ts.value("ErrorObject", "constructed error", &error_object());
     for commit in [None, Some("b".repeat(40))] {

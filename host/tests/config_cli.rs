@@ -38,18 +38,37 @@ impl Home {
             .expect("run the binary")
     }
 
-    /// A fresh git repository (work tree) in the home.
+    /// A fresh git repository (work tree) in the home, one commit on `main`.
     fn git_repo(&self, name: &str) -> PathBuf {
+        self.git_repo_on(name, "main")
+    }
+
+    /// A fresh git repository (work tree) in the home, one commit on `branch`.
+    fn git_repo_on(&self, name: &str, branch: &str) -> PathBuf {
         let repo = self.path().join(name);
         std::fs::create_dir_all(&repo).expect("mkdir");
-        let status = Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&repo)
-            .status()
-            .expect("git init");
-        assert!(status.success());
+        git(&repo, &["init", "-q", "-b", branch]);
+        std::fs::write(repo.join("a.txt"), "a\n").expect("write");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "first"]);
         repo.canonicalize().expect("canonical")
     }
+}
+
+/// `git` in `dir` with a fixed identity and no user config.
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
 }
 
 fn stdout(output: &Output) -> String {
@@ -163,7 +182,7 @@ fn mappings_add_list_remove() {
         "--local-path",
         repo.to_str().expect("utf-8"),
         "--default-ref",
-        "develop",
+        "main",
     ]);
     assert_fails(&out, "repository.mapping_exists");
 
@@ -281,4 +300,78 @@ fn explicit_config_and_invalid_config() {
         err.contains(":2: key `limits.max_concurrent_reviews`"),
         "{err}"
     );
+}
+
+/// Issue 12 §5: `mappings add` resolves the default ref in the clone. Without `--default-ref`
+/// it picks the repository's own default (tokio's is `master`: origin/HEAD's target, else the
+/// checked-out branch) and says which; a `--default-ref` that does not exist is refused with
+/// one that does, and nothing is written.
+#[test]
+fn mappings_add_resolves_the_default_ref() {
+    let home = Home::new();
+    let upstream = home.git_repo_on("upstream", "master");
+    let add = |project: &str, local: &str, extra: &[&str]| {
+        let mut args = vec![
+            "mappings",
+            "add",
+            "--gitlab-origin",
+            "https://gitlab.com",
+            "--project-path",
+            project,
+            "--local-path",
+            local,
+        ];
+        args.extend_from_slice(extra);
+        home.run(&args)
+    };
+
+    // An explicit ref that is not there: refused, naming a branch that is.
+    let err = assert_fails(
+        &add("g/tokio", "upstream", &["--default-ref", "main"]),
+        "repository.revision_missing",
+    );
+    assert!(err.contains("`main` does not exist"), "{err}");
+    assert!(err.contains("--default-ref master"), "{err}");
+    assert!(!home.config_file().exists(), "nothing written");
+
+    // No --default-ref: the checked-out branch.
+    let out = add("g/tokio", "upstream", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("(default ref master, the checked-out branch)"),
+        "{}",
+        stdout(&out)
+    );
+    let listed = stdout(&home.run(&["mappings", "list"]));
+    assert!(
+        listed.contains(&format!("g/tokio\t{}\tmaster\n", upstream.display())),
+        "{listed}"
+    );
+
+    // A clone with another branch checked out: origin/HEAD's target wins.
+    git(home.path(), &["clone", "-q", "upstream", "clone"]);
+    let clone = home.path().join("clone");
+    git(&clone, &["checkout", "-q", "-b", "topic"]);
+    let out = add("g/clone", "clone", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("(default ref master, the branch origin/HEAD points to)"),
+        "{}",
+        stdout(&out)
+    );
+    // An explicit existing ref is taken as given.
+    let out = add("g/topic", "clone", &["--default-ref", "topic"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("(default ref topic)"),
+        "{}",
+        stdout(&out)
+    );
+
+    // An empty repository has nothing to review.
+    let empty = home.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    git(&empty, &["init", "-q"]);
+    let err = assert_fails(&add("g/empty", "empty", &[]), "repository.revision_missing");
+    assert!(err.contains("has no branch to review"), "{err}");
 }

@@ -168,6 +168,37 @@ fn unknown_keys() {
     );
 }
 
+/// Issue 12 §5: a top-level key written after a table header is read by TOML as part of that
+/// table; the error says so and names the header's line.
+#[test]
+fn a_top_level_key_below_a_table_is_named_as_such() {
+    let text = "allowed_origins = [\"https://g.example\"]\n\n[[mappings]]\n\
+                gitlab_origin = \"https://g.example\"\nproject_path = \"a/b\"\n\
+                local_path = \"/x\"\nport = 4400\n";
+    check_invalid(
+        text,
+        Some("mappings[0].port"),
+        7,
+        "`port` is a top-level key but is written after the `[[mappings]]` table on line 3, \
+         so TOML reads it as part of that table; move it above the first table",
+    );
+    let text = "[[providers]]\nid = \"p\"\nkind = \"anthropic\"\n\
+                base_url = \"https://api.anthropic.com\"\ndefault_provider = \"p\"\n";
+    check_invalid(
+        text,
+        Some("providers[0].default_provider"),
+        5,
+        "written after the `[[providers]]` table on line 1",
+    );
+    // A key that is not a top-level key keeps the plain message.
+    check_invalid(
+        "[limits]\nmax_reviews = 3\n",
+        Some("limits.max_reviews"),
+        2,
+        "unknown field `max_reviews`, expected",
+    );
+}
+
 #[test]
 fn wrong_types() {
     check_invalid("port = \"4317\"\n", Some("port"), 1, "invalid type");

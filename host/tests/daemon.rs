@@ -1355,3 +1355,55 @@ fn cancel_during_resolve_diff_or_rules_ends_the_run_in_that_stage() {
         );
     }
 }
+
+/// Issue 12 §5: `config.toml` turned invalid under a running daemon is visible to clients:
+/// `GET /v1/health` reports `config.status: "invalid"` with the `config.invalid` error (key and
+/// line) while the daemon keeps serving with the last valid configuration; fixing the file
+/// clears it.
+#[test]
+fn health_reports_an_invalid_config_until_it_is_fixed() {
+    let d = Daemon::start();
+    let health = d.raw("GET", "/v1/health", &[], None);
+    assert_eq!(health.status, 200, "{}", health.body);
+    assert_eq!(health.json()["data"]["config"], json!({"status": "ok"}));
+
+    let config = d.home.path().join("config/config.toml");
+    let good = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("{good}\n[limits]\nmax_concurrent_reviews = \"two\"\n"),
+    )
+    .expect("write config");
+    let health = d.raw("GET", "/v1/health", &[], None);
+    assert_eq!(health.status, 200, "{}", health.body);
+    let state = &health.json()["data"]["config"];
+    assert_eq!(state["status"], "invalid", "{state}");
+    assert_eq!(state["error"]["code"], "config.invalid", "{state}");
+    let message = state["error"]["message"].as_str().expect("message");
+    assert!(message.contains("config.toml:"), "{message}");
+    assert!(
+        !state["error"]["remediation"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
+        "{state}"
+    );
+    // Still serving with the last valid configuration: the mapping works.
+    let tools = d.authed(
+        "POST",
+        "/v1/tools/file_read",
+        Some(&json!({"gitlabOrigin": ORIGIN, "projectPath": PROJECT, "input": {"path": "app.py"}})),
+    );
+    assert_eq!(tools.status, 200, "{}", tools.body);
+    let log = std::fs::read_to_string(d.home.path().join("serve.log")).unwrap_or_default();
+    assert!(log.contains("config.invalid"), "{log}");
+
+    std::fs::write(&config, good).expect("write config");
+    let health = d.raw("GET", "/v1/health", &[], None);
+    assert_eq!(
+        health.json()["data"]["config"],
+        json!({"status": "ok"}),
+        "{}",
+        health.body
+    );
+}

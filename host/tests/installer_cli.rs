@@ -78,10 +78,14 @@ fn install_dry_run_uninstall_every_browser_user_and_system() {
         dry.push("--dry-run");
         let out = home.run(&dry);
         assert!(out.status.success(), "{out:?}");
+        // Nothing was written, so nothing may read as done (issue 12 §5).
+        let text = stdout(&out);
         assert!(
-            stdout(&out).contains("[dry run] wrote manifest"),
-            "{}",
-            stdout(&out)
+            text.contains("[dry run] would write manifest")
+                && text.contains("[dry run] would write launcher")
+                && !text.contains("] wrote")
+                && !text.contains("] created"),
+            "{text}"
         );
         assert_eq!(home.files(), before, "--dry-run wrote files");
 

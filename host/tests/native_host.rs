@@ -874,3 +874,103 @@ fn a_foreign_listener_on_the_port_is_reported() {
     assert!(h.wait().success());
     assert!(h.started_daemon().is_none(), "{}", h.log());
 }
+
+/// Issue 12 §5: `serve --port N` with no `port` in the config. The host, `doctor` and a second
+/// `serve` all learn the port from the running daemon's record: the host relays to N and starts
+/// no second daemon; a second `serve` says the store is locked by the `serve` on port N.
+#[test]
+fn a_daemon_on_a_port_the_config_does_not_name_is_the_one_every_process_uses() {
+    let s = Setup::new();
+    let config = s.home.path().join("config/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let without_port: String = text
+        .lines()
+        .filter(|l| !l.starts_with("port ="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&config, without_port).expect("write config");
+    let port = s.port.to_string();
+    let mut command = Command::new(bin());
+    s.env(&mut command)
+        .args(["serve", "--port", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().expect("serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("listening line");
+    assert!(line.contains(&format!(":{port}")), "{line}");
+    let _daemon = Daemon(child);
+    let record = std::fs::read_to_string(s.home.path().join("state/daemon.json")).expect("record");
+    assert!(record.contains(&format!("\"port\":{port}")), "{record}");
+
+    let mut h = s.host(&[&format!("chrome-extension://{CHROME_ID}/")]);
+    h.send(&json!({"type": "hello", "protocolVersions": ["1.0"]}));
+    assert_eq!(h.recv()["type"], "hello", "{}", h.log());
+    let tools = h.call(json!(1), "GET", "/v1/tools", None);
+    assert_eq!(tools["status"], 200, "{tools}");
+    assert!(h.started_daemon().is_none(), "{}", h.log());
+    h.close_stdin();
+    assert!(h.wait().success());
+
+    // A second `serve` (the config's default port) cannot take the store and says who has it.
+    let mut second = Command::new(bin());
+    let out = s
+        .env(&mut second)
+        .args(["serve", "--port", "0"])
+        .output()
+        .expect("serve runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("store.locked")
+            && stderr.contains(&format!("another `serve` is running on port {port}")),
+        "{stderr}"
+    );
+
+    // doctor checks that daemon, not 4317.
+    let mut install = Command::new(bin());
+    let out = s
+        .env(&mut install)
+        .args(["install", "--browser", "firefox"])
+        .output()
+        .expect("install runs");
+    assert!(out.status.success(), "{out:?}");
+    let mut doctor = Command::new(bin());
+    let out = s
+        .env(&mut doctor)
+        .args(["doctor", "--browser", "firefox"])
+        .output()
+        .expect("doctor runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("daemon http://127.0.0.1:{port}")),
+        "{text}"
+    );
+}
+
+/// Issue 12 §5: `doctor` with a broken config reports the host's own error — `config.invalid`
+/// with the file and line — not a generic timeout.
+#[test]
+fn doctor_reports_the_hosts_own_error() {
+    let s = Setup::new();
+    let run = |args: &[&str]| {
+        let mut command = Command::new(bin());
+        s.env(&mut command).args(args);
+        command.output().expect("runs")
+    };
+    let out = run(&["install", "--browser", "firefox"]);
+    assert!(out.status.success(), "{out:?}");
+    let config = s.home.path().join("config/config.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("colour = \"blue\"\n{text}")).expect("write");
+    let out = run(&["doctor", "--browser", "firefox"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("problem[config.invalid]"), "{text}");
+    assert!(text.contains("config.toml:1"), "{text}");
+    assert!(text.contains("colour"), "{text}");
+    assert!(!text.contains("no reply within"), "{text}");
+}

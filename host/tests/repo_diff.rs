@@ -651,3 +651,46 @@ fn read_file_at_a_path_inside_a_submodule_is_none() {
         }
     }
 }
+
+/// Issue 12 §5: in a shallow clone, a revision beyond its depth is reported in git's terms —
+/// "this is a shallow clone and `HEAD~2` is not in it" with `git fetch --unshallow` /
+/// `--deepen=N` — not gix's internals.
+#[test]
+fn a_revision_beyond_a_shallow_clone_is_said_in_git_terms() {
+    let mut upstream = TestRepo::new();
+    for n in 0..3 {
+        upstream.write("a.txt", format!("{n}\n"));
+        upstream.commit(&format!("c{n}"));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clone = dir.path().join("clone");
+    let url = format!("file://{}", upstream.path().display());
+    let status = std::process::Command::new("git")
+        .args(["clone", "-q", "--depth", "1", &url])
+        .arg(&clone)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .expect("git clone");
+    assert!(status.success());
+    let r = Repository::open(&clone).expect("open");
+    r.resolve("HEAD").expect("the tip is there");
+    for spec in ["HEAD~2", "HEAD^"] {
+        let error = r.resolve(spec).expect_err("beyond the depth");
+        assert!(
+            matches!(&error, RepoError::NotInShallowClone { spec: s } if s == spec),
+            "{error:?}"
+        );
+        let error = review_agent_gateway::GatewayError::from(error);
+        assert_eq!(error.code, "repository.revision_missing");
+        assert_eq!(
+            error.message,
+            format!("this is a shallow clone and `{spec}` is not in it")
+        );
+        assert!(
+            error.remediation.contains("git fetch --unshallow")
+                && error.remediation.contains("git fetch --deepen=N"),
+            "{}",
+            error.remediation
+        );
+    }
+}

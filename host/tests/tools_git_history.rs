@@ -4,6 +4,7 @@
 //! equal to `git diff --numstat -M` / `--name-status` (add, modify, delete, rename, binary,
 //! type change, merge and root commits), and hostile inputs refused with their codes.
 
+mod common;
 #[path = "e2e/support.rs"]
 mod support;
 
@@ -662,4 +663,100 @@ fn the_registry_offers_git_history_with_a_flat_object_schema() {
         assert!(schema["properties"][field].is_object(), "{field}");
     }
     assert_eq!(tool.side_effect().as_str(), "none");
+}
+
+/// Issue 12 §5: over HTTP, `HEAD` inside a tool call is the call's ref (the request's `ref`,
+/// default the mapping's `defaultRef`), not the clone's checked-out branch; `HEAD~N` is
+/// relative to it, for `show`, `log` and `blame` alike.
+#[test]
+fn head_inside_a_call_over_http_is_the_calls_ref() {
+    use common::http;
+    let mut repo = TestRepo::new();
+    repo.write("a.txt", "one\n");
+    let first = repo.commit("first");
+    repo.write("a.txt", "one\ntwo\n");
+    let second = repo.commit("second");
+    repo.write("a.txt", "one\ntwo\nthree\n");
+    let third = repo.commit("third");
+    // The clone has another branch checked out, with a commit main does not have.
+    repo.git(&["checkout", "-q", "-b", "elsewhere", &first]);
+    repo.write("a.txt", "elsewhere\n");
+    let elsewhere = repo.commit("elsewhere");
+
+    let home = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(home.path().join("config")).expect("mkdir");
+    std::fs::write(
+        home.path().join("config/config.toml"),
+        format!(
+            "[[mappings]]\ngitlab_origin = \"https://gitlab.example.com\"\n\
+             project_path = \"g/p\"\nlocal_path = \"{}\"\ndefault_ref = \"main\"\n",
+            repo.path().display()
+        ),
+    )
+    .expect("config");
+    let mut child = http::spawn_serve(home.path(), &[]);
+    let port = common::read_port(&mut child);
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _serve = Kill(child);
+    let token = common::token(home.path());
+    let auth = format!("Bearer {token}");
+    let call = |git_ref: Option<&str>, input: Value| {
+        let mut body = json!({"gitlabOrigin": "https://gitlab.example.com", "projectPath": "g/p",
+                              "input": input});
+        if let Some(git_ref) = git_ref {
+            body["ref"] = json!(git_ref);
+        }
+        let reply = http::request(
+            port,
+            "POST",
+            "/v1/tools/git_history",
+            &[("Authorization", auth.as_str())],
+            Some(&body),
+        );
+        (reply.status, reply.json())
+    };
+
+    // The default ref (main): HEAD is main's tip, not the checked-out `elsewhere`.
+    let (status, reply) = call(None, json!({"action": "show", "commit": "HEAD"}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["data"]["ref"], "main");
+    assert_eq!(reply["data"]["output"]["id"], third.as_str(), "{reply}");
+    assert_ne!(reply["data"]["output"]["id"], elsewhere.as_str());
+    // HEAD~1 is relative to the call's ref.
+    let (status, reply) = call(Some("main"), json!({"action": "show", "commit": "HEAD~1"}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["data"]["output"]["id"], second.as_str(), "{reply}");
+    // An explicit older ref: HEAD is that commit.
+    let (status, reply) = call(Some(&second), json!({"action": "show", "commit": "HEAD^"}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["data"]["output"]["id"], first.as_str(), "{reply}");
+    // log and blame from `ref: HEAD~1`.
+    let (status, reply) = call(None, json!({"action": "log", "ref": "HEAD~1"}));
+    assert_eq!(status, 200, "{reply}");
+    let log: Vec<&str> = reply["data"]["output"]["commits"]
+        .as_array()
+        .expect("commits")
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(log, [second.as_str(), first.as_str()], "{reply}");
+    let (status, reply) = call(
+        None,
+        json!({"action": "blame", "path": "a.txt", "ref": "HEAD"}),
+    );
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["data"]["output"]["totalLines"], 3, "{reply}");
+    // The clone's own reflog is not a revision of the call's ref.
+    let (status, reply) = call(None, json!({"action": "show", "commit": "HEAD@{1}"}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("request.invalid")),
+        "{reply}"
+    );
 }

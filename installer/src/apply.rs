@@ -42,6 +42,28 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action as something that would be done (`would write manifest …`), for a dry run's
+    /// output: a dry run changes nothing, so it must not say "wrote" (issue 12 §5).
+    pub fn planned(&self) -> String {
+        match self {
+            Action::CreatedDir(p) => format!("would create directory {}", p.display()),
+            Action::WroteManifest(p) => format!("would write manifest {}", p.display()),
+            Action::WroteLauncher(p) => format!("would write launcher {}", p.display()),
+            Action::SetRegistry { key, value } => {
+                format!("would set registry key {key} = {}", value.display())
+            }
+            Action::Removed(p) => format!("would remove {}", p.display()),
+            Action::RemovedDir(p) => format!("would remove empty directory {}", p.display()),
+            Action::DeletedRegistry(key) => format!("would delete registry key {key}"),
+            Action::SkippedNotOurs { path, reason } => {
+                format!("would leave {} in place: {reason}", path.display())
+            }
+        }
+    }
+}
+
+/// What was done, in the past tense (`wrote manifest …`); [`Action::planned`] for a dry run.
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -204,7 +204,18 @@ fn inspect_one(
         let args = browser_args(family, &manifest_path, &allowed);
         match probe_hello(&host, &args, options.hello_timeout) {
             Ok(reply) => hello = Some(reply),
-            Err(why) => problems.push(Problem::new(
+            // The host said what is wrong (e.g. `config.invalid` naming the line): report that,
+            // not a generic failure.
+            Err(HelloFailure::HostError {
+                code,
+                message,
+                remediation,
+            }) => problems.push(Problem::new(
+                code,
+                format!("the host answered hello with an error: {message}"),
+                remediation,
+            )),
+            Err(HelloFailure::Other(why)) => problems.push(Problem::new(
                 "host.no_hello",
                 format!("host did not answer hello: {why}"),
                 "Check that the binary has the `native-host` subcommand (a current build), and its log under the state dir; then re-run `review-agent-gateway install`.",
@@ -274,22 +285,83 @@ pub fn browser_args(family: Family, manifest_path: &Path, allowed: &[String]) ->
 /// The largest reply frame [`probe_hello`] accepts (the host→browser cap, DESIGN §4).
 pub const MAX_REPLY: u32 = 1024 * 1024;
 
+/// Why [`probe_hello`] got no `hello`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelloFailure {
+    /// The host answered with an `error` frame (DESIGN §4): its error object, as the host
+    /// said it (e.g. `config.invalid` with the file and line, or `gateway.unavailable`).
+    HostError {
+        /// The dotted code.
+        code: String,
+        /// What went wrong.
+        message: String,
+        /// What to do about it.
+        remediation: String,
+    },
+    /// Anything else: a sentence saying what happened instead (it could not be started, it
+    /// exited, it answered something else or an oversized/garbled frame, or the timeout
+    /// passed).
+    Other(String),
+}
+
+impl std::fmt::Display for HelloFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelloFailure::HostError { code, message, .. } => {
+                write!(f, "it answered error[{code}]: {message}")
+            }
+            HelloFailure::Other(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Start `program args...` as a browser would (stdin/stdout pipes), send a `hello` frame
 /// (`{"type":"hello","protocolVersions":["1.0"]}`, 32-bit native-endian length + UTF-8 JSON) and
-/// wait up to `timeout` for a frame of type `hello`. The process is killed afterwards.
+/// wait up to `timeout` for a frame of type `hello` or `error`. The process is killed afterwards.
 ///
 /// # Errors
-/// A sentence saying what happened instead: it could not be started, it exited (with its status
-/// and the end of its stderr), it answered something else or an oversized/garbled frame, or the
-/// timeout passed.
-pub fn probe_hello(program: &Path, args: &[String], timeout: Duration) -> Result<Value, String> {
+/// [`HelloFailure::HostError`] when the host answered an `error` frame (its code, message and
+/// remediation); [`HelloFailure::Other`] otherwise.
+pub fn probe_hello(
+    program: &Path,
+    args: &[String],
+    timeout: Duration,
+) -> Result<Value, HelloFailure> {
+    probe(program, args, timeout).map_err(|why| match why {
+        Probe::Frame(reply) => host_error(&reply).unwrap_or_else(|| {
+            HelloFailure::Other(format!("it answered {reply} instead of a hello frame"))
+        }),
+        Probe::Other(why) => HelloFailure::Other(why),
+    })
+}
+
+/// The error object of an `error` frame, if `reply` is one with a code.
+fn host_error(reply: &Value) -> Option<HelloFailure> {
+    if reply.get("type").and_then(Value::as_str) != Some("error") {
+        return None;
+    }
+    let error = reply.get("error")?;
+    let text = |key: &str| error.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(HelloFailure::HostError {
+        code: text("code")?,
+        message: text("message").unwrap_or_default(),
+        remediation: text("remediation").unwrap_or_default(),
+    })
+}
+
+enum Probe {
+    Frame(Value),
+    Other(String),
+}
+
+fn probe(program: &Path, args: &[String], timeout: Duration) -> Result<Value, Probe> {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        .map_err(|e| Probe::Other(format!("cannot start {}: {e}", program.display())))?;
     let body = json!({"type": "hello", "protocolVersions": ["1.0"]}).to_string();
     let len = u32::try_from(body.len()).expect("the hello frame is small");
     let mut frame = len.to_ne_bytes().to_vec();
@@ -335,15 +407,18 @@ pub fn probe_hello(program: &Path, args: &[String], timeout: Duration) -> Result
         }
     };
     match outcome {
-        Err(_) => Err(format!("no reply within {} ms", timeout.as_millis())),
-        Ok(Err(ReadError::Eof)) => Err(format!(
+        Err(_) => Err(Probe::Other(format!(
+            "no reply within {} ms",
+            timeout.as_millis()
+        ))),
+        Ok(Err(ReadError::Eof)) => Err(Probe::Other(format!(
             "it exited ({}) before answering{}",
             status.map_or_else(|| "status unknown".into(), |s| s.to_string()),
             stderr_tail()
-        )),
-        Ok(Err(ReadError::Bad(why))) => Err(why),
+        ))),
+        Ok(Err(ReadError::Bad(why))) => Err(Probe::Other(why)),
         Ok(Ok(reply)) if reply.get("type").and_then(Value::as_str) == Some("hello") => Ok(reply),
-        Ok(Ok(reply)) => Err(format!("it answered {reply} instead of a hello frame")),
+        Ok(Ok(reply)) => Err(Probe::Frame(reply)),
     }
 }
 

@@ -53,8 +53,9 @@ pub struct Problem {
     /// `manifest.type_invalid`, `manifest.path_relative`, `manifest.path_missing`,
     /// `manifest.path_not_executable`, `manifest.allowlist_missing`, `manifest.allowlist_mixed`,
     /// `manifest.origin_invalid`, `manifest.extension_id_invalid`, `manifest.extension_not_allowed`,
-    /// `manifest.registry_mismatch`, `host.no_hello`, `daemon.unreachable`, ...
-    pub code: &'static str,
+    /// `manifest.registry_mismatch`, `host.no_hello`, `daemon.unreachable`, ..., or the code of
+    /// the host's own `error` frame (e.g. `config.invalid`).
+    pub code: std::borrow::Cow<'static, str>,
     /// What is wrong, naming the value at fault.
     pub message: String,
     /// What to do about it.
@@ -63,9 +64,13 @@ pub struct Problem {
 
 impl Problem {
     /// A problem with the given code, message and fix.
-    pub fn new(code: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Problem {
+    pub fn new(
+        code: impl Into<std::borrow::Cow<'static, str>>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Problem {
         Problem {
-            code,
+            code: code.into(),
             message: message.into(),
             fix: fix.into(),
         }
@@ -294,11 +299,11 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
     }
 
-    fn codes(bytes: &[u8], family: Family) -> Vec<&'static str> {
+    fn codes(bytes: &[u8], family: Family) -> Vec<String> {
         check(bytes, family, crate::HOST_NAME, true, "reinstall")
             .1
             .iter()
-            .map(|p| p.code)
+            .map(|p| p.code.to_string())
             .collect()
     }
 

@@ -594,11 +594,7 @@ fn launchers_run_the_binary_in_native_host_mode_with_the_browser_arguments() {
     }
 }
 
-fn doctor_codes(
-    env: &Environment,
-    browsers: &[Browser],
-    expected: &ExtensionIds,
-) -> Vec<&'static str> {
+fn doctor_codes(env: &Environment, browsers: &[Browser], expected: &ExtensionIds) -> Vec<String> {
     let reports = doctor::inspect(
         env,
         &DoctorOptions {
@@ -612,7 +608,7 @@ fn doctor_codes(
     .expect("inspect");
     reports
         .iter()
-        .flat_map(|r| r.problems.iter().map(|p| p.code))
+        .flat_map(|r| r.problems.iter().map(|p| p.code.to_string()))
         .collect()
 }
 
@@ -762,7 +758,9 @@ fn hello_probe_reads_the_reply_or_says_why_not() {
     )
     .expect("write");
     chmod(&exits, 0o755);
-    let why = doctor::probe_hello(&exits, &[], Duration::from_secs(10)).expect_err("no hello");
+    let why = doctor::probe_hello(&exits, &[], Duration::from_secs(10))
+        .expect_err("no hello")
+        .to_string();
     assert!(
         why.contains("exited") && why.contains("unrecognized subcommand"),
         "{why}"
@@ -771,12 +769,16 @@ fn hello_probe_reads_the_reply_or_says_why_not() {
     let silent = dir.path().join("silent");
     std::fs::write(&silent, "#!/bin/sh\nexec sleep 30\n").expect("write");
     chmod(&silent, 0o755);
-    let why = doctor::probe_hello(&silent, &[], Duration::from_millis(300)).expect_err("no hello");
+    let why = doctor::probe_hello(&silent, &[], Duration::from_millis(300))
+        .expect_err("no hello")
+        .to_string();
     assert!(why.contains("no reply within 300 ms"), "{why}");
 
     let chatty = dir.path().join("chatty");
     std::fs::write(&chatty, "#!/bin/sh\necho 'starting up...'\nexec sleep 30\n").expect("write");
     chmod(&chatty, 0o755);
-    let why = doctor::probe_hello(&chatty, &[], Duration::from_secs(10)).expect_err("garbage");
+    let why = doctor::probe_hello(&chatty, &[], Duration::from_secs(10))
+        .expect_err("garbage")
+        .to_string();
     assert!(why.contains("over the 1 MiB cap"), "{why}");
 }

@@ -72,11 +72,13 @@ pub(crate) struct DoctorArgs {
     /// An extension id that must be allowed (as for `install`).
     #[arg(long = "extension-id", value_name = "ID")]
     extension_ids: Vec<String>,
-    /// The daemon port to check (default: the config's `port`, 4317).
+    /// The daemon port to check (default: the running daemon's, else the config's `port`, else
+    /// 4317).
     #[arg(long)]
     port: Option<u16>,
-    /// How long the host gets to answer `hello`, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
+    /// How long the host gets to answer `hello`, in milliseconds (more than the host's 5 s
+    /// for reaching or starting the daemon, so its own error arrives in time).
+    #[arg(long, default_value_t = 10000)]
     hello_timeout_ms: u64,
     /// Prefix for system-wide paths (tests; default `/`).
     #[arg(long, hide = true)]
@@ -94,9 +96,12 @@ fn fail(error: &InstallerError) -> ExitCode {
 }
 
 fn print_actions(actions: &[Action], dry_run: bool) {
-    let prefix = if dry_run { "[dry run] " } else { "" };
     for action in actions {
-        println!("{prefix}{action}");
+        if dry_run {
+            println!("[dry run] {}", action.planned());
+        } else {
+            println!("{action}");
+        }
     }
 }
 
@@ -210,11 +215,19 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
             }
             problems += report.problems.len();
         }
+        // The port the native host uses too: the running daemon's, else the config's, else
+        // REVIEW_AGENT_GATEWAY_PORT, else 4317.
         let port = match args.port {
             Some(port) => port,
-            None => review_agent_gateway::config::Config::load(None)
-                .map(|loaded| loaded.config().port)
-                .unwrap_or(4317),
+            None => {
+                let loaded = review_agent_gateway::config::Config::load(None).ok();
+                match review_agent_gateway::config::Paths::discover() {
+                    Ok(paths) => {
+                        review_agent_gateway::config::daemon_port(&paths, loaded.as_ref()).0
+                    }
+                    Err(_) => loaded.map_or(4317, |loaded| loaded.config().port),
+                }
+            }
         };
         println!("daemon http://127.0.0.1:{port}");
         match daemon_health(port) {

@@ -9,14 +9,10 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::config::{Config, Paths};
+use review_agent_gateway::config::{Config, LoadedConfig, Paths, PortSource, daemon_port};
 use review_agent_gateway::transport::native::{
     self, Allowlist, DaemonConnector, RelayEnd, RelayOptions,
 };
-
-/// Environment variable giving the daemon's port when the config file sets none (tests,
-/// benchmarks and side-by-side daemons; the config's `port` always wins).
-pub(crate) const PORT_ENV: &str = "REVIEW_AGENT_GATEWAY_PORT";
 
 /// The host log is moved to `native-host.log.1` at start when it is larger than this.
 const LOG_ROTATE_BYTES: u64 = 8 * 1024 * 1024;
@@ -53,27 +49,19 @@ pub(crate) fn native_host_command(args: NativeHostArgs) -> ExitCode {
         Ok(caller) => caller,
         Err(error) => return refuse(&error),
     };
-    let setup = || -> Result<(Config, bool, Paths), GatewayError> {
-        let paths = Paths::discover()?;
-        let loaded = Config::load(None)?;
-        let sets_port = loaded.from_file()
-            && std::fs::read_to_string(loaded.path())
-                .ok()
-                .and_then(|text| text.parse::<toml::Table>().ok())
-                .is_some_and(|table| table.contains_key("port"));
-        Ok((loaded.into_config(), sets_port, paths))
+    let setup = || -> Result<(LoadedConfig, Paths), GatewayError> {
+        Ok((Config::load(None)?, Paths::discover()?))
     };
-    let (config, sets_port, paths) = match setup() {
+    let (loaded, paths) = match setup() {
         Ok(parts) => parts,
         Err(error) => return refuse(&error),
     };
-    if let Err(error) = Allowlist::discover(&config).check(&caller) {
+    if let Err(error) = Allowlist::discover(loaded.config()).check(&caller) {
         return refuse(&error);
     }
-    let env_port = std::env::var(PORT_ENV)
-        .ok()
-        .and_then(|p| p.parse::<u16>().ok())
-        .filter(|&p| p != 0 && !sets_port);
+    // One port for every process: the running daemon's, else the config's, else the
+    // environment's, else 4317 (`config::daemon_port`).
+    let (port, source) = daemon_port(&paths, Some(&loaded));
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(e) => {
@@ -85,13 +73,14 @@ pub(crate) fn native_host_command(args: NativeHostArgs) -> ExitCode {
         }
     };
     let connector = DaemonConnector::new(
-        env_port.unwrap_or(config.port),
-        env_port.is_some(),
+        port,
+        source != PortSource::Config,
         paths.token_file(),
         program,
         paths.log_dir().join("daemon.log"),
-    );
-    tracing::info!(%caller, port = connector.port, "relaying");
+    )
+    .with_daemon_record(paths.daemon_file());
+    tracing::info!(%caller, port = connector.port, ?source, "relaying");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -379,11 +379,13 @@ impl Config {
             .map_err(|e| at.invalid(e.span(), None, e.message().trim_end()))?;
         check_no_secrets(&doc, &at)?;
         let mut config: Config = toml::from_str(text).map_err(|e| {
-            let key = e
-                .span()
-                .and_then(|span| path_at(doc.as_item(), span.start))
-                .map(|segs| render_path(&segs));
-            at.invalid(e.span(), key, e.message().trim_end())
+            let segs = e.span().and_then(|span| path_at(doc.as_item(), span.start));
+            let message = e.message().trim_end();
+            let hint = segs
+                .as_deref()
+                .and_then(|segs| misplaced_top_level_key(text, segs, e.span()?.start, message));
+            let key = segs.map(|segs| render_path(&segs));
+            at.invalid(e.span(), key, hint.as_deref().unwrap_or(message))
         })?;
         if let Err((segs, message)) = config.check_and_normalize(path) {
             let span = span_of(doc.as_item(), &segs);
@@ -737,6 +739,47 @@ fn key(name: &str) -> Seg {
 }
 
 /// `limits.max_concurrent_reviews`, `providers[0].api_key`.
+/// The message for a top-level key written below a table header (issue 12 §5): TOML puts every
+/// key after `[[mappings]]` into that table, so `port = 1` there is "unknown field `port`" of
+/// the mapping. When the unknown field inside a table is one of [`Config`]'s own keys, say so
+/// and name the table's header line; `None` otherwise.
+fn misplaced_top_level_key(
+    text: &str,
+    segs: &[Seg],
+    offset: usize,
+    message: &str,
+) -> Option<String> {
+    if segs.len() < 2 || !message.starts_with("unknown field") {
+        return None;
+    }
+    let Some(Seg::Key(field)) = segs.last() else {
+        return None;
+    };
+    let example = Config {
+        default_provider: Some(String::new()),
+        ..Config::default()
+    };
+    let top_level = serde_json::to_value(&example).ok()?;
+    if !top_level.as_object()?.contains_key(field.as_str()) {
+        return None;
+    }
+    // The header of the table the key landed in: the last `[...]` line above it.
+    let before = text.get(..offset.min(text.len()))?;
+    let (header_line, header) = before
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.trim_start().starts_with('['))
+        .last()?;
+    let header = header.trim();
+    let header = header.split_once('#').map_or(header, |(h, _)| h.trim_end());
+    Some(format!(
+        "unknown field `{field}`: `{field}` is a top-level key but is written after the \
+         `{header}` table on line {}, so TOML reads it as part of that table; move it above \
+         the first table",
+        header_line + 1
+    ))
+}
+
 fn render_path(segs: &[Seg]) -> String {
     let mut out = String::new();
     for seg in segs {

@@ -8,8 +8,8 @@ use super::ConfigError;
 ///
 /// - config dir: `config.toml` ([`Paths::config_file`]), user rule sets in `rules/` and model
 ///   API key files in `keys/` ([`Paths::keys_dir`]);
-/// - state dir: the redb store `gateway.redb`, the local bearer token `token` (DESIGN §9) and
-///   `logs/`.
+/// - state dir: the redb store `gateway.redb`, the local bearer token `token` (DESIGN §9),
+///   the running daemon's address `daemon.json` and `logs/`.
 ///
 /// By default these come from `directories::ProjectDirs::from("", "", "review-agent-gateway")`:
 /// on Linux `$XDG_CONFIG_HOME/review-agent-gateway` (`~/.config/...`) and
@@ -104,6 +104,12 @@ impl Paths {
         self.state_dir.join("token")
     }
 
+    /// `<state dir>/daemon.json`: where the running daemon listens (mode 0600; written by
+    /// `serve` after it binds, removed at a clean exit; [`crate::config::running_daemon_port`]).
+    pub fn daemon_file(&self) -> PathBuf {
+        self.state_dir.join("daemon.json")
+    }
+
     /// `<state dir>/logs`: daemon and native-host logs.
     pub fn log_dir(&self) -> PathBuf {
         self.state_dir.join("logs")
@@ -123,5 +129,6 @@ mod tests {
         assert_eq!(paths.store_file(), Path::new("/tmp/h/state/gateway.redb"));
         assert_eq!(paths.token_file(), Path::new("/tmp/h/state/token"));
         assert_eq!(paths.log_dir(), Path::new("/tmp/h/state/logs"));
+        assert_eq!(paths.daemon_file(), Path::new("/tmp/h/state/daemon.json"));
     }
 }

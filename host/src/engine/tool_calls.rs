@@ -71,7 +71,11 @@ impl Gateway {
             .rev
             .clone()
             .unwrap_or_else(|| mapping.default_ref.clone());
-        let mut ctx = ToolContext::open(&mapping.local_path, Some(&rev))?
+        let mut ctx = ToolContext::open(&mapping.local_path, Some(&rev))
+            .map_err(|error| match request.rev {
+                None => default_ref_error(error, mapping),
+                Some(_) => error,
+            })?
             .with_symbol_index(self.symbol_index())
             .with_cancel(cancel);
         if tool.side_effect() == SideEffect::Command {
@@ -191,4 +195,31 @@ impl Gateway {
 /// says `enabled = true` (draft §10: "Disabled by default").
 fn enabled(tool: &dyn GatewayTool, config: &Config) -> bool {
     tool.side_effect() != SideEffect::Command || config.tools.run_check.enabled
+}
+
+/// A mapping's `default_ref` that does not resolve (issue 12 §5): the error names it as the
+/// mapping's default ref, and the remediation says how to change it, suggesting the clone's own
+/// default branch when it has one. Other errors pass through.
+fn default_ref_error(error: GatewayError, mapping: &crate::config::Mapping) -> GatewayError {
+    if error.code != crate::error::codes::REPOSITORY_REVISION_MISSING {
+        return error;
+    }
+    let suggestion = crate::repo::Repository::open(&mapping.local_path)
+        .ok()
+        .and_then(|repo| repo.default_branch())
+        .map(|(name, why)| format!(" (e.g. `{name}`, {why})"))
+        .unwrap_or_default();
+    GatewayError::new(
+        error.code,
+        format!(
+            "the mapping's default ref `{}` ({} {}) does not exist in its clone: {}",
+            mapping.default_ref, mapping.gitlab_origin, mapping.project_path, error.message
+        ),
+        format!(
+            "Set `default_ref` of this mapping in the gateway's config.toml to a branch that \
+             exists in the clone{suggestion}, or fetch `{}` there; or send `ref` with the \
+             request.",
+            mapping.default_ref
+        ),
+    )
 }

@@ -19,6 +19,35 @@ pub struct Health {
     pub uptime_seconds: u64,
     /// Configured model providers and whether each can be used now.
     pub providers: Vec<ProviderHealth>,
+    /// The state of the daemon's `config.toml` (this gateway's addition, issue 12 §5): the
+    /// daemon always sends it; absent in the draft's example.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigHealth>,
+}
+
+/// [`Health::config`]: whether the config file on disk is the one in force.
+///
+/// When `config.toml` is changed into something invalid, the daemon keeps serving with the last
+/// valid configuration and says so here: `status: "invalid"` with the error (`config.invalid`
+/// naming the key and line) until the file is fixed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigHealth {
+    /// `ok`, or `invalid` (the daemon runs on its last valid configuration).
+    pub status: ConfigStatus,
+    /// Why the file is invalid, with a remediation; only with `invalid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<super::ErrorObject>,
+}
+
+/// [`ConfigHealth::status`]. Wire form: snake_case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigStatus {
+    /// The file on disk (or the defaults, without a file) is the configuration in force.
+    Ok,
+    /// The file on disk does not check; the last valid configuration is in force.
+    Invalid,
 }
 
 /// One configured provider in [`Health::providers`] (draft §5).

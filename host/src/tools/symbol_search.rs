@@ -49,6 +49,11 @@
 //! `nucleo-matcher` (smart case). Exact matches come first, then prefix matches, then fuzzy
 //! ones by score; within each, definitions before references, then by path, line and column.
 //!
+//! **Macros.** Rust definitions inside item-level macro invocations are tagged ([`macros`]);
+//! invocations that cannot be read as items and whose tokens mention a matching name are
+//! listed in `notIndexed` (at most [`MAX_NOT_INDEXED`], `notIndexedCount` counts them all),
+//! because a symbol they generate is not in `symbols` (`truncated` speaks only of the cap).
+//!
 //! **Positions.** `line`/`endLine` are 1-based lines; `column` is the 1-based byte column of
 //! the name (as `code_search`). `endLine` is where the tagged node ends (the whole function or
 //! class for a definition, the call for a reference). `text` is the name's line, trimmed, at
@@ -56,6 +61,7 @@
 
 pub mod index;
 pub mod languages;
+pub mod macros;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,6 +87,8 @@ pub const DEFAULT_MAX_RESULTS: usize = 100;
 pub const MAX_RESULTS: usize = 1000;
 /// The longest `query` accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 256;
+/// The most `notIndexed` entries an answer lists (`notIndexedCount` counts them all).
+pub const MAX_NOT_INDEXED: usize = 20;
 /// The longest `kind` accepted, in characters.
 const MAX_KIND_CHARS: usize = 64;
 
@@ -277,6 +285,23 @@ impl GatewayTool for SymbolSearch {
                 })
             })
             .collect();
+        // Where the answer may be incomplete: macro invocations whose contents could not be
+        // indexed and that mention a matching name.
+        let unindexed = request.unindexed_macros(&entries, &lookup.tags);
+        let not_indexed: Vec<serde_json::Value> = unindexed
+            .iter()
+            .take(MAX_NOT_INDEXED)
+            .map(|&(file, at)| {
+                let region = &lookup.tags[file].macros[at];
+                json!({
+                    "path": &*entries[file].path,
+                    "line": region.line,
+                    "endLine": region.end_line,
+                    "macro": format!("{}!", region.name),
+                    "reason": region.reason,
+                })
+            })
+            .collect();
         let mut value = json!({
             "symbols": symbols,
             "matchCount": match_count,
@@ -288,6 +313,16 @@ impl GatewayTool for SymbolSearch {
         });
         if let Some(note) = index.note() {
             value["indexNote"] = json!(note);
+        }
+        if !unindexed.is_empty() {
+            value["notIndexed"] = json!(not_indexed);
+            value["notIndexedCount"] = json!(unindexed.len());
+            value["notIndexedNote"] = json!(
+                "These macro invocations mention a matching name but their contents could not \
+                 be indexed (macro arguments expanded by a macro_rules! definition, or tokens \
+                 that are not Rust items): symbols they define are not in `symbols`. Read them \
+                 with file_read."
+            );
         }
         Ok(ToolOutput { value, truncated })
     }
@@ -578,6 +613,37 @@ impl Request {
             }
         }
         hits
+    }
+
+    /// The item-level macro invocations of `files` that could not be indexed and whose tokens
+    /// hold a name matching the query (see [`macros`]): `(file, region)`, by path and line.
+    fn unindexed_macros(
+        &self,
+        entries: &[FileEntry],
+        files: &[Arc<FileTags>],
+    ) -> Vec<(usize, usize)> {
+        let (mut matcher, atom) = self.matcher();
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        for (file, tags) in files.iter().enumerate().take(entries.len()) {
+            for (at, region) in tags.macros.iter().enumerate() {
+                if region
+                    .idents
+                    .iter()
+                    .any(|name| self.matches(name, &atom, &mut matcher, &mut buf).is_some())
+                {
+                    out.push((file, at));
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            entries[a.0].path.cmp(&entries[b.0].path).then(
+                files[a.0].macros[a.1]
+                    .line
+                    .cmp(&files[b.0].macros[b.1].line),
+            )
+        });
+        out
     }
 
     /// `(tier, score)` of `name`: 0 exact, 1 prefix, 2 fuzzy (with its score); `None` when it

@@ -9,7 +9,9 @@
 //!   add-on id. A caller not in the [`Allowlist`] is refused: one `error` frame
 //!   (`origin.not_allowed`) on stdout, exit 1.
 //! - **Connection** ([`DaemonConnector`], [`connect_with_retry`]): `ws://127.0.0.1:<port>/v1/ws`
-//!   with the token file's token as `Authorization: Bearer`. When nothing answers, the daemon is
+//!   with the token file's token as `Authorization: Bearer`; the port is the running daemon's
+//!   (its `<state>/daemon.json` record, re-read at every attempt), else the config's, else
+//!   `REVIEW_AGENT_GATEWAY_PORT`, else 4317 ([`crate::config::daemon_port`]). When nothing answers, the daemon is
 //!   started detached (`<this exe> serve`, its own process group / on Windows a detached process
 //!   outside the browser's job object, so closing the browser does not stop runs), then the
 //!   connection is retried with backoff for at most [`RelayOptions::connect_timeout`] (5 s). Two
@@ -369,6 +371,8 @@ pub struct DaemonConnector {
     pub program: PathBuf,
     /// Where the started daemon's stderr goes, e.g. `<state>/logs/daemon.log` (mode 0600).
     pub daemon_log: PathBuf,
+    /// `<state>/daemon.json`, re-read at every attempt ([`DaemonConnector::with_daemon_record`]).
+    daemon_record: Option<PathBuf>,
     started: Option<std::sync::Arc<std::sync::Mutex<Option<String>>>>,
 }
 
@@ -387,8 +391,25 @@ impl DaemonConnector {
             token_file,
             program,
             daemon_log,
+            daemon_record: None,
             started: None,
         }
+    }
+
+    /// Also follow the running daemon's record `file` (`<state>/daemon.json`,
+    /// [`crate::config::record_daemon`]): at every attempt, a recorded port other than
+    /// [`DaemonConnector::port`] is tried first, and once it answers it becomes the port (so a
+    /// daemon restarted with `serve --port N` is found again, and a restart started from here
+    /// keeps that port).
+    pub fn with_daemon_record(mut self, file: PathBuf) -> Self {
+        self.daemon_record = Some(file);
+        self
+    }
+
+    /// The recorded daemon port, when it differs from [`DaemonConnector::port`].
+    fn recorded_port(&self) -> Option<u16> {
+        let record = crate::config::read_record_file(self.daemon_record.as_deref()?)?;
+        (record.port != self.port).then_some(record.port)
     }
 }
 
@@ -396,7 +417,37 @@ impl Connector for DaemonConnector {
     type Io = TcpStream;
 
     async fn connect(&mut self) -> Result<WebSocketStream<TcpStream>, ConnectError> {
-        let port = self.port;
+        if let Some(port) = self.recorded_port() {
+            match self.connect_to(port).await {
+                Ok(ws) => {
+                    tracing::info!(port, "following the running daemon's record");
+                    self.port = port;
+                    self.pass_port = true;
+                    return Ok(ws);
+                }
+                // A stale record (the daemon was killed): fall back to our port.
+                Err(ConnectError::Unreachable(_)) => {}
+                Err(refused) => return Err(refused),
+            }
+        }
+        self.connect_to(self.port).await
+    }
+
+    fn start_daemon(&mut self) -> Result<(), GatewayError> {
+        self.start()
+    }
+
+    fn describe(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn daemon_exit(&mut self) -> Option<String> {
+        self.started.as_ref()?.lock().ok()?.clone()
+    }
+}
+
+impl DaemonConnector {
+    async fn connect_to(&self, port: u16) -> Result<WebSocketStream<TcpStream>, ConnectError> {
         let token_file = self.token_file.clone();
         let attempt = async move {
             let tcp = TcpStream::connect(("127.0.0.1", port))
@@ -462,7 +513,7 @@ impl Connector for DaemonConnector {
         }
     }
 
-    fn start_daemon(&mut self) -> Result<(), GatewayError> {
+    fn start(&mut self) -> Result<(), GatewayError> {
         let mut command = std::process::Command::new(&self.program);
         command.arg("serve");
         if self.pass_port {
@@ -503,14 +554,6 @@ impl Connector for DaemonConnector {
         });
         self.started = Some(outcome);
         Ok(())
-    }
-
-    fn describe(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn daemon_exit(&mut self) -> Option<String> {
-        self.started.as_ref()?.lock().ok()?.clone()
     }
 }
 

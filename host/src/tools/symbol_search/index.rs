@@ -1009,7 +1009,19 @@ fn write_file(
             table.insert(key.as_slice(), encoded.as_slice())?;
             let count = u32::try_from(file_tags.tags.len()).unwrap_or(u32::MAX);
             blobs.insert(key.as_slice(), count)?;
-            let distinct: BTreeSet<&str> = file_tags.tags.iter().map(|t| t.name.as_str()).collect();
+            // The identifiers of macro invocations that were not indexed count as names too,
+            // so a lookup finds the blob and can say where a name may hide.
+            let distinct: BTreeSet<&str> = file_tags
+                .tags
+                .iter()
+                .map(|t| t.name.as_str())
+                .chain(
+                    file_tags
+                        .macros
+                        .iter()
+                        .flat_map(|m| m.idents.iter().map(String::as_str)),
+                )
+                .collect();
             for name in distinct {
                 names.insert((fold(name).as_str(), name), key.as_slice())?;
             }

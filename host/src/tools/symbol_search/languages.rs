@@ -13,7 +13,8 @@ use tree_sitter_tags::{TagsConfiguration, TagsContext};
 
 /// Bump when a grammar crate, a tag query or the stored layout ([`FileTags`]) changes: the
 /// persistent index keeps tags under this version, so older entries are never read again.
-pub const INDEX_VERSION: u32 = 2;
+/// Version 3: definitions inside Rust macro invocations and [`FileTags::macros`].
+pub const INDEX_VERSION: u32 = 3;
 
 /// Files larger than this (bytes) are not parsed; they are indexed as having no symbols.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -148,6 +149,9 @@ pub struct FileTags {
     pub lines: Vec<String>,
     /// The tags in source order.
     pub tags: Vec<TagRecord>,
+    /// Item-level macro invocations whose contents were not indexed (Rust only; see
+    /// [`super::macros`]), in source order.
+    pub macros: Vec<super::macros::MacroRegion>,
 }
 
 /// One definition or reference.
@@ -175,35 +179,118 @@ pub fn is_binary(bytes: &[u8]) -> bool {
 }
 
 /// The tags of `source` as `lang`, with `context` reused between files of one thread. Binary
-/// and oversized sources, and sources tree-sitter gives up on, have no tags.
+/// and oversized sources, and sources tree-sitter gives up on, have no tags. For Rust, the
+/// definitions inside item-level macro invocations are tagged too, and those that cannot be
+/// read are listed in [`FileTags::macros`] ([`super::macros`]).
 pub fn extract(context: &mut TagsContext, lang: Lang, source: &[u8]) -> FileTags {
     let mut out = FileTags::default();
     if source.len() as u64 > MAX_FILE_BYTES || is_binary(source) {
         return out;
     }
     let config = lang.config();
-    let Ok((tags, _has_error)) = context.generate_tags(config, source, None) else {
-        return out;
-    };
     // Byte offsets of line starts, to find the line a tagged node ends on.
     let mut line_starts = vec![0usize];
     line_starts.extend(memchr_iter(source).map(|i| i + 1));
+    let mut lines_at: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+    if !tag_into(
+        context,
+        config,
+        source,
+        source,
+        &line_starts,
+        &mut lines_at,
+        &mut out,
+    ) {
+        return out;
+    }
+    if lang == Lang::Rust && has_item_level_macro(source, &line_starts, &out.tags) {
+        let expansion = super::macros::expand(source);
+        if !expansion.masked.is_empty() {
+            for masked in &expansion.masked {
+                tag_into(
+                    context,
+                    config,
+                    masked,
+                    source,
+                    &line_starts,
+                    &mut lines_at,
+                    &mut out,
+                );
+            }
+            out.tags.sort_by_key(|t| (t.line, t.column));
+        }
+        out.macros = expansion.regions;
+        out.macros.sort_by_key(|m| m.line);
+    }
+    out
+}
+
+/// Whether the tags of a Rust file show a macro invocation outside every function (the query
+/// tags `name!(…)` as a `call` reference): only then is the file parsed again for
+/// [`super::macros`], so the many files whose macros are all inside functions (`println!`,
+/// `assert!`) cost nothing more. (An item-level invocation of a path, `a::b! { … }`, is not
+/// tagged, so alone in a file it is not looked at.)
+fn has_item_level_macro(source: &[u8], line_starts: &[usize], tags: &[TagRecord]) -> bool {
+    let mut functions: Vec<(u32, u32)> = tags
+        .iter()
+        .filter(|t| t.definition && matches!(t.kind.as_str(), "function" | "method"))
+        .map(|t| (t.line, t.end_line))
+        .collect();
+    functions.sort_unstable();
+    // Outermost functions only, so a binary search finds the one that may hold a line.
+    let mut outer: Vec<(u32, u32)> = Vec::with_capacity(functions.len());
+    for f in functions {
+        match outer.last_mut() {
+            Some(last) if f.0 <= last.1 => last.1 = last.1.max(f.1),
+            _ => outer.push(f),
+        }
+    }
+    let in_function = |line: u32| {
+        let at = outer.partition_point(|f| f.0 <= line);
+        at > 0 && outer[at - 1].1 >= line
+    };
+    tags.iter().any(|t| {
+        if t.definition || t.kind != "call" || in_function(t.line) {
+            return false;
+        }
+        let start = line_starts.get(t.line as usize - 1).copied().unwrap_or(0) + t.column as usize
+            - 1
+            + t.name.len();
+        source
+            .get(start..)
+            .and_then(|rest| rest.iter().find(|b| !b.is_ascii_whitespace()))
+            == Some(&b'!')
+    })
+}
+
+/// Run the tag query on `parsed` (the file, or a masked copy of it with the same offsets) and
+/// append its tags to `out`, their lines' text taken from `source`. `false` when tree-sitter
+/// gave up.
+fn tag_into(
+    context: &mut TagsContext,
+    config: &TagsConfiguration,
+    parsed: &[u8],
+    source: &[u8],
+    line_starts: &[usize],
+    lines_at: &mut std::collections::HashMap<usize, u32>,
+    out: &mut FileTags,
+) -> bool {
+    let Ok((tags, _has_error)) = context.generate_tags(config, parsed, None) else {
+        return false;
+    };
     let line_of = |byte: usize| line_starts.partition_point(|&s| s <= byte) as u32;
-    let mut last_line: Option<(usize, u32)> = None;
     for tag in tags.flatten() {
-        let Ok(name) = std::str::from_utf8(&source[tag.name_range.clone()]) else {
+        let Some(Ok(name)) = source.get(tag.name_range.clone()).map(std::str::from_utf8) else {
             continue;
         };
-        let text = match last_line {
-            Some((start, index)) if start == tag.line_range.start => index,
-            _ => {
-                let line = &source[tag.line_range.clone()];
-                out.lines.push(String::from_utf8_lossy(line).into_owned());
-                let index = (out.lines.len() - 1) as u32;
-                last_line = Some((tag.line_range.start, index));
-                index
-            }
-        };
+        let text = *lines_at.entry(tag.line_range.start).or_insert_with(|| {
+            let line = source
+                .get(tag.line_range.clone())
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .unwrap_or_default();
+            out.lines.push(line);
+            (out.lines.len() - 1) as u32
+        });
         let end = tag.range.end.saturating_sub(1).max(tag.range.start);
         out.tags.push(TagRecord {
             name: name.to_owned(),
@@ -215,7 +302,7 @@ pub fn extract(context: &mut TagsContext, lang: Lang, source: &[u8]) -> FileTags
             text,
         });
     }
-    out
+    true
 }
 
 fn memchr_iter(source: &[u8]) -> impl Iterator<Item = usize> + '_ {
