@@ -190,6 +190,10 @@ export interface RunCompletedEvent extends EventEnvelope<"run.completed"> {
 
 export interface RunFailedEvent extends EventEnvelope<"run.failed"> {
   error: ErrorObject;
+  /** A review that failed after its rules ran (in the model stage): the files they reviewed. */
+  reviewedFiles?: string[];
+  /** With `reviewedFiles`: the changed files not reviewed, with why. */
+  skippedFiles?: SkippedFile[];
 }
 
 export interface RunCancelledEvent extends EventEnvelope<"run.cancelled"> {

@@ -206,6 +206,8 @@ pub fn run_with(
             Err(error) => {
                 emitter.emit(crate::protocol::RunFailed {
                     error: (&error).into(),
+                    reviewed_files: None,
+                    skipped_files: None,
                 });
                 return Err(error);
             }
@@ -264,6 +266,8 @@ pub fn run_with(
         Err(error) => {
             emitter.emit(crate::protocol::RunFailed {
                 error: (&error).into(),
+                reviewed_files: None,
+                skipped_files: None,
             });
             return Err(error);
         }

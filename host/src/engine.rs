@@ -964,7 +964,15 @@ impl Gateway {
             target.diff_refs.head_sha.clone(),
         );
         options.request_id = Some(request.request_id.clone());
-        options.rules_dirs = config.rules_dirs.clone();
+        // The same catalogue as the command line's `review` (review::RuleDirs).
+        options.rule_dirs = crate::review::RuleDirs {
+            user: crate::config::Paths::discover()
+                .ok()
+                .map(|paths| paths.rules_dir()),
+            config: config.rules_dirs.clone(),
+            explicit: Vec::new(),
+        };
+        options.wording = crate::review::Wording::Request;
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();
             // Refused here (400), not by the run: the caps and the glob syntax of the tools.

@@ -23,6 +23,9 @@ pub mod codes {
     pub const RULES_UNKNOWN_RULE_SET: &str = "rules.unknown_rule_set";
     /// The request is malformed or has an out-of-range value.
     pub const REQUEST_INVALID: &str = "request.invalid";
+    /// The head revision is an ancestor of the base revision (most likely the two were
+    /// swapped), so the merge-base..head range is empty.
+    pub const REVIEW_RANGE_REVERSED: &str = "review.range_reversed";
     /// Same `requestId`, different payload (draft §12).
     pub const REQUEST_ID_CONFLICT: &str = "request.id_conflict";
     /// The run was cancelled before it finished (draft §9).

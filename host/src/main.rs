@@ -216,12 +216,17 @@ enum RunsCommand {
 
 #[derive(Subcommand)]
 enum RulesCommand {
-    /// List every loaded rule: built-in, the config dir's `rules/`, and `--rules-dir`s. The ids
+    /// List every loaded rule: built-in, the config dir's `rules/`, the config file's
+    /// `rules_dirs`, and `--rules-dir`s — the catalogue `review` and the daemon use. The ids
     /// are what `--rules` (rule sets) and `review-agent: ignore <ruleId>` comments take.
     List {
         /// A directory of rule-set TOML files to load as well (repeatable).
         #[arg(long = "rules-dir")]
         rules_dirs: Vec<PathBuf>,
+        /// The config file whose `rules_dirs` are loaded (default: config.toml in the config
+        /// dir).
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// `text` (a table) or `json` (one object per rule).
         #[arg(long, value_enum, default_value = "text")]
         format: ListFormat,
@@ -249,8 +254,8 @@ struct ReviewArgs {
     /// Rule-set ids to run, comma-separated (default: every loaded rule set).
     #[arg(long, value_delimiter = ',')]
     rules: Option<Vec<String>>,
-    /// A directory of rule-set TOML files to load (repeatable), after the built-in sets and the
-    /// config dir's `rules/`.
+    /// A directory of rule-set TOML files to load (repeatable), after the built-in sets, the
+    /// config dir's `rules/` and the config file's `rules_dirs`.
     #[arg(long = "rules-dir")]
     rules_dirs: Vec<PathBuf>,
     /// Do not load the repository's own `.review-agent/rules/` (read at the base revision).
@@ -273,8 +278,9 @@ struct ReviewArgs {
     /// Exit 1 when a finding at or above this severity is reported (`never`: always exit 0).
     #[arg(long, value_enum, default_value = "info")]
     fail_on: FailOn,
-    /// Skip files whose new version is larger than this many bytes.
-    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    /// Skip files whose new version is larger than this many bytes (at least 1).
+    #[arg(long, default_value_t = 2 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..))]
     max_file_bytes: u64,
     /// Colour in text output: auto (only on a terminal), always, never.
     #[arg(long, value_enum, default_value = "auto")]
@@ -330,9 +336,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Review(args) => review_command(args),
         Command::Chat(args) => model_cli::chat_command(args, fail),
-        Command::Rules(RulesCommand::List { rules_dirs, format }) => {
-            rules_list(&rules_dirs, format)
-        }
+        Command::Rules(RulesCommand::List {
+            rules_dirs,
+            config,
+            format,
+        }) => rules_list(&rules_dirs, config.as_deref(), format),
         Command::Token(command) => token_command(command),
         Command::Mappings(command) => mappings_command(command),
         Command::Runs(command) => runs_command(command),
@@ -534,15 +542,36 @@ fn store_open_error(
     }
 }
 
-fn user_rules_dir() -> Option<PathBuf> {
-    review_agent_gateway::config::Paths::discover()
-        .ok()
-        .map(|p| p.rules_dir())
+/// The rule directories of `review` and `rules list`, as the daemon has them
+/// (`review::RuleDirs`): the config dir's `rules/`, the `rules_dirs` of the config file
+/// (`config`, else the default one; only that key is read), then `explicit` (`--rules-dir`).
+fn rule_dirs(
+    config: Option<&std::path::Path>,
+    explicit: &[PathBuf],
+) -> Result<review::RuleDirs, GatewayError> {
+    use review_agent_gateway::config::{Config, Paths};
+    Ok(review::RuleDirs {
+        user: Paths::discover().ok().map(|p| p.rules_dir()),
+        config: Config::load_rules_dirs(config)?,
+        explicit: explicit.to_vec(),
+    })
 }
 
-fn rules_list(rules_dirs: &[PathBuf], format: ListFormat) -> ExitCode {
-    let catalog = match review::load_catalog(user_rules_dir().as_deref(), rules_dirs) {
-        Ok(catalog) => catalog,
+fn rules_list(
+    rules_dirs: &[PathBuf],
+    config: Option<&std::path::Path>,
+    format: ListFormat,
+) -> ExitCode {
+    let loaded = rule_dirs(config, rules_dirs)
+        .and_then(|dirs| review::load_catalog(&dirs, review::Wording::CommandLine));
+    let catalog = match loaded {
+        Ok((catalog, warnings)) => {
+            for w in warnings {
+                eprintln!("warning[{}]: {}", w.code, w.message);
+                eprintln!("  remediation: {}", w.remediation);
+            }
+            catalog
+        }
         Err(error) => return fail(&error),
     };
     let mut out = String::new();
@@ -607,8 +636,10 @@ fn rules_list(rules_dirs: &[PathBuf], format: ListFormat) -> ExitCode {
 fn review_command(args: ReviewArgs) -> ExitCode {
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
-    options.user_rules_dir = user_rules_dir();
-    options.rules_dirs.extend(args.rules_dirs.iter().cloned());
+    options.rule_dirs = match rule_dirs(args.model.config.as_deref(), &args.rules_dirs) {
+        Ok(dirs) => dirs,
+        Err(error) => return fail(&error),
+    };
     options.repository_rules = !args.no_repository_rules;
     options.paths = args.paths.clone();
     options.exclude_paths = args.exclude.clone();

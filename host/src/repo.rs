@@ -10,6 +10,7 @@
 //! so a symlinked directory in the middle of a path resolves to nothing.
 
 mod diff;
+pub(crate) mod rename;
 
 use std::path::{Path, PathBuf};
 

@@ -24,7 +24,7 @@ use std::collections::HashSet;
 
 use crate::protocol::{
     AgentEvent, ContextItem, ErrorObject, EventPayload, ReviewFinding, RevisionsContext,
-    RunCompleted, Severity, Side, Warning,
+    RunCompleted, RunFailed, Severity, Side, Warning,
 };
 
 /// What every renderer takes: the events of one review run and the name and version of the tool
@@ -75,6 +75,8 @@ pub(crate) struct Collected<'a> {
     pub warnings: Vec<&'a Warning>,
     /// The `run.completed` payload, if any.
     pub completed: Option<&'a RunCompleted>,
+    /// The `run.failed` payload, if any.
+    pub failed: Option<&'a RunFailed>,
     /// The last `context.added` of kind `revisions`, if any.
     pub revisions: Option<&'a RevisionsContext>,
     /// How the run ended.
@@ -87,6 +89,7 @@ impl<'a> Collected<'a> {
         let mut findings = Vec::new();
         let mut warnings = Vec::new();
         let mut completed = None;
+        let mut failed = None;
         let mut revisions = None;
         let mut outcome = Outcome::Incomplete;
         for event in events {
@@ -100,7 +103,10 @@ impl<'a> Collected<'a> {
                     }
                 }
                 // A failure or cancellation wins over an earlier completion.
-                EventPayload::RunFailed(f) => outcome = Outcome::Failed(&f.error),
+                EventPayload::RunFailed(f) => {
+                    outcome = Outcome::Failed(&f.error);
+                    failed = Some(f);
+                }
                 EventPayload::RunCancelled(c) => {
                     outcome = Outcome::Cancelled(c.reason.as_deref());
                 }
@@ -135,6 +141,7 @@ impl<'a> Collected<'a> {
             findings,
             warnings,
             completed,
+            failed,
             revisions,
             outcome,
         }

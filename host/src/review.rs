@@ -41,9 +41,75 @@ pub use events::{Emitter, new_id, now_rfc3339};
 const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are local (for a \
      partial clone, `git fetch --refetch`), then review again.";
 
-/// What to do when a review ends up looking at no file.
-const NOTHING_REVIEWED_REMEDIATION: &str = "Check --base/--head (the diff is merge-base..head) \
-     and --paths/--exclude; `git diff --stat BASE...HEAD` shows what changed.";
+/// Whose words a review's messages use for its inputs: the command line's flags, or the
+/// fields of a `POST /v1/reviews` request (an HTTP answer must not name command-line flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wording {
+    /// `--base`, `--head`, `--paths`, `--exclude`, `--rules-dir`.
+    #[default]
+    CommandLine,
+    /// `target.diffRefs.baseSha`, `target.diffRefs.headSha`, `scope.filePaths`.
+    Request,
+}
+
+impl Wording {
+    fn base(self) -> &'static str {
+        match self {
+            Wording::CommandLine => "--base",
+            Wording::Request => "diffRefs.baseSha",
+        }
+    }
+
+    fn head(self) -> &'static str {
+        match self {
+            Wording::CommandLine => "--head",
+            Wording::Request => "diffRefs.headSha",
+        }
+    }
+
+    /// What to do when a review ends up looking at no file.
+    fn nothing_reviewed_remediation(self) -> &'static str {
+        match self {
+            Wording::CommandLine => {
+                "Check --base/--head (the diff is merge-base..head) and --paths/--exclude; \
+                 `git diff --stat BASE...HEAD` shows what changed."
+            }
+            Wording::Request => {
+                "Check diffRefs.baseSha/headSha (the diff is merge-base..head) and \
+                 scope.filePaths; `git diff --stat BASE...HEAD` in the repository shows what \
+                 changed."
+            }
+        }
+    }
+}
+
+/// Where a review's rule sets come from besides the built-in ones and the repository's own,
+/// in precedence order: a later rule set with the same id replaces an earlier one (README
+/// "Rule sets", `rules::Catalog`). The command line and the daemon fill it the same way, so
+/// both review with one catalogue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleDirs {
+    /// The user's config directory of rule sets (`<config dir>/rules`), loaded first when it
+    /// exists; a missing or empty one is fine.
+    pub user: Option<PathBuf>,
+    /// The config file's `rules_dirs`, in order; each must exist.
+    pub config: Vec<PathBuf>,
+    /// Directories named on the command line (`--rules-dir`), in order, last; each must
+    /// exist.
+    pub explicit: Vec<PathBuf>,
+}
+
+/// Something about the loaded rule sets the user should know; a review reports it as a
+/// `warning` event, `rules list` on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogWarning {
+    /// Dotted code, e.g. `rules.empty_dir`.
+    pub code: &'static str,
+    /// What happened, naming the directory.
+    pub message: String,
+    /// What to do about it.
+    pub remediation: String,
+}
 
 /// Where the repository keeps its own rule sets, read at the base revision.
 pub const REPOSITORY_RULES_DIR: &str = ".review-agent/rules";
@@ -59,12 +125,11 @@ pub struct ReviewOptions {
     pub head: String,
     /// Rule-set ids to run; `None` runs every loaded rule set.
     pub rule_set_ids: Option<Vec<String>>,
-    /// The user's config directory of rule sets (`<config dir>/rules`), loaded after the
-    /// built-in sets when it exists; a missing one is fine.
-    pub user_rules_dir: Option<PathBuf>,
-    /// Directories of rule sets (`*.toml`) named explicitly (`--rules-dir`), loaded in order
-    /// after the user's; each must exist (a typo must not silently drop a team's rules).
-    pub rules_dirs: Vec<PathBuf>,
+    /// Directories of rule sets (`*.toml`) loaded after the built-in sets (see [`RuleDirs`]);
+    /// a named one must exist (a typo must not silently drop a team's rules).
+    pub rule_dirs: RuleDirs,
+    /// Whose words messages use for the revisions and paths. Default: the command line's.
+    pub wording: Wording,
     /// Load the repository's own `.review-agent/rules/*.toml` at the base revision. Default true.
     pub repository_rules: bool,
     /// Only review files matching one of these (empty = all files). See [`PathScope`] for the
@@ -92,8 +157,8 @@ impl ReviewOptions {
             base: base.into(),
             head: head.into(),
             rule_set_ids: None,
-            user_rules_dir: None,
-            rules_dirs: Vec::new(),
+            rule_dirs: RuleDirs::default(),
+            wording: Wording::default(),
             repository_rules: true,
             paths: Vec::new(),
             exclude_paths: Vec::new(),
@@ -319,6 +384,25 @@ fn pipeline(
              or `git fetch` the missing history if the clone is shallow.",
         )
     })?;
+    if merge_base == head.id && base.id != head.id {
+        // Head is an ancestor of base: the range merge-base..head is empty whatever changed,
+        // most likely because the two were given the wrong way round. Passing with "no
+        // findings" would let CI pass without looking at anything.
+        let (base_name, head_name) = (options.wording.base(), options.wording.head());
+        return Err(Stop::Failed(GatewayError::new(
+            codes::REVIEW_RANGE_REVERSED,
+            format!(
+                "{head_name} `{}` is an ancestor of {base_name} `{}`: their merge base is the \
+                 head itself, so there is nothing to review (did you swap {base_name} and \
+                 {head_name}?)",
+                head.spec, base.spec
+            ),
+            format!(
+                "Give the target branch (or the merge request's base) as {base_name} and the \
+                 merge request's head as {head_name}."
+            ),
+        )));
+    }
     emitter.revisions(
         merge_base.to_string(),
         head.id.to_string(),
@@ -327,7 +411,15 @@ fn pipeline(
     );
 
     control.step()?;
-    let catalog = review_catalog(options, &repo, merge_base)?;
+    let (catalog, catalog_warnings) = review_catalog(options, &repo, merge_base)?;
+    for warning in catalog_warnings {
+        emitter.warning(
+            warning.code,
+            warning.message,
+            None,
+            Some(warning.remediation),
+        );
+    }
     control.step()?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let rule_set_version = selection.version();
@@ -357,7 +449,11 @@ fn pipeline(
     let out_of_scope = |path: &str| Skipped {
         path: path.to_owned(),
         reason: "out_of_scope",
-        detail: "not matched by the requested paths, or excluded".into(),
+        detail: if scope.excludes(path) {
+            "excluded".into()
+        } else {
+            "not matched by the requested paths".into()
+        },
     };
     for file in &diff.skipped {
         if !scope.contains(&file.path) {
@@ -405,9 +501,34 @@ fn pipeline(
                 ),
             )
         } else if !scope.is_everything() && skipped.iter().all(|s| s.reason == "out_of_scope") {
+            let selected = skipped.iter().filter(|s| scope.includes(&s.path)).count();
+            let message = if selected == 0 {
+                format!(
+                    "none of the {changed} changed files matches the requested paths ({})",
+                    quoted_list(&options.paths)
+                )
+            } else if selected == changed {
+                format!(
+                    "the exclusions ({}) removed every changed file ({changed})",
+                    quoted_list(&options.exclude_paths)
+                )
+            } else {
+                format!(
+                    "the exclusions ({}) removed every one of the {selected} changed files that \
+                     match the requested paths ({})",
+                    quoted_list(&options.exclude_paths),
+                    quoted_list(&options.paths)
+                )
+            };
+            ("review.no_file_in_scope", message)
+        } else if skipped.iter().all(|s| s.reason == "too_large") {
             (
-                "review.no_file_in_scope",
-                format!("none of the {changed} changed files matches the requested paths"),
+                "review.nothing_reviewed",
+                format!(
+                    "none of the {changed} changed files was reviewed: every one is larger than \
+                     the limit of {} bytes (too_large)",
+                    options.diff.max_file_bytes
+                ),
             )
         } else {
             (
@@ -419,7 +540,7 @@ fn pipeline(
             code,
             message,
             None,
-            Some(NOTHING_REVIEWED_REMEDIATION.into()),
+            Some(options.wording.nothing_reviewed_remediation().into()),
         );
     }
     let (additions, deletions) = diff
@@ -469,6 +590,13 @@ fn pipeline(
                 });
             }
         }
+    }
+
+    {
+        let mut reviewed: Vec<String> = in_scope.iter().map(|f| f.path.clone()).collect();
+        reviewed.sort();
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        emitter.rules_reviewed(reviewed, &skipped);
     }
 
     // --- model: findings reported by the model, checked as they come (review::model).
@@ -669,9 +797,19 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
+/// `` `a`, `b` `` for a message.
+fn quoted_list(entries: &[String]) -> String {
+    entries
+        .iter()
+        .map(|e| format!("`{e}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Every rule set a review of `options` runs with: [`load_catalog`] plus, unless
 /// `options.repository_rules` is off, the repository's `.review-agent/rules/*.toml` read at
-/// `merge_base` (so a merge request cannot change the rules it is reviewed with).
+/// `merge_base` (so a merge request cannot change the rules it is reviewed with). Returns the
+/// catalogue and [`load_catalog`]'s warnings.
 ///
 /// # Errors
 /// As [`load_catalog`]; `rules.invalid` for a repository rule file that is broken or not
@@ -680,8 +818,8 @@ pub fn review_catalog(
     options: &ReviewOptions,
     repo: &Repository,
     merge_base: gix::ObjectId,
-) -> Result<Catalog, GatewayError> {
-    let mut catalog = load_catalog(options.user_rules_dir.as_deref(), &options.rules_dirs)?;
+) -> Result<(Catalog, Vec<CatalogWarning>), GatewayError> {
+    let (mut catalog, warnings) = load_catalog(&options.rule_dirs, options.wording)?;
     if options.repository_rules {
         for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
             if !name.ends_with(".toml") {
@@ -702,7 +840,7 @@ pub fn review_catalog(
             catalog.add_source(&origin, &text)?;
         }
     }
-    Ok(catalog)
+    Ok((catalog, warnings))
 }
 
 /// The review cache key of draft §12 / DESIGN §5 for `options` on the repository as it is
@@ -725,7 +863,7 @@ pub fn cache_key(
     let base = repo.resolve(&options.base)?;
     let head = repo.resolve(&options.head)?;
     let merge_base = repo.merge_base(base.id, head.id)?.unwrap_or(base.id);
-    let catalog = review_catalog(options, &repo, merge_base)?;
+    let (catalog, _) = review_catalog(options, &repo, merge_base)?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let mut hasher = Sha256::new();
     for part in [
@@ -750,34 +888,73 @@ pub fn cache_key(
     ))
 }
 
-/// The built-in rule sets plus the user's: `user_rules_dir` when it exists, then each of
-/// `rules_dirs`, which must exist (DESIGN §8; precedence in `rules`).
+/// The built-in rule sets plus those of `dirs`, in the order of [`RuleDirs`] (DESIGN §8;
+/// precedence in `rules::Catalog`), and a warning for each named directory (`dirs.config`,
+/// `dirs.explicit`) that holds no rule file (`*.toml`): a directory that loads nothing is most
+/// likely the wrong one. `wording` picks how the remediations name an explicit directory.
 ///
 /// # Errors
-/// `request.invalid` for a `rules_dirs` entry that is not a directory; `rules.invalid` for a
-/// broken rule file (naming file and line).
+/// `request.invalid` for an `explicit` entry that is not a directory, `config.invalid` for a
+/// `config` one; `rules.invalid` for a broken rule file (naming file and line).
 pub fn load_catalog(
-    user_rules_dir: Option<&std::path::Path>,
-    rules_dirs: &[PathBuf],
-) -> Result<Catalog, GatewayError> {
+    dirs: &RuleDirs,
+    wording: Wording,
+) -> Result<(Catalog, Vec<CatalogWarning>), GatewayError> {
     let mut catalog = Catalog::builtin();
-    if let Some(dir) = user_rules_dir {
+    let mut warnings = Vec::new();
+    if let Some(dir) = &dirs.user {
         catalog.load_dir(dir)?;
     }
-    for dir in rules_dirs {
+    let named = dirs
+        .config
+        .iter()
+        .map(|dir| (dir, true))
+        .chain(dirs.explicit.iter().map(|dir| (dir, false)));
+    for (dir, from_config) in named {
+        let (code, source, drop) = if from_config {
+            (
+                codes::CONFIG_INVALID,
+                "`rules_dirs` in config.toml",
+                "remove it from `rules_dirs` in config.toml",
+            )
+        } else if wording == Wording::CommandLine {
+            (
+                codes::REQUEST_INVALID,
+                "--rules-dir",
+                "drop the --rules-dir",
+            )
+        } else {
+            (codes::REQUEST_INVALID, "rules directory", "remove it")
+        };
         if !dir.is_dir() {
             return Err(GatewayError::new(
-                codes::REQUEST_INVALID,
+                code,
                 format!(
-                    "rules directory {} does not exist or is not a directory",
+                    "rules directory {} ({source}) does not exist or is not a directory",
                     dir.display()
                 ),
-                "Check the --rules-dir path; it must be a directory of rule-set *.toml files.",
+                format!(
+                    "Create it with your rule-set *.toml files, or {drop}; it must be a \
+                     directory of rule-set *.toml files."
+                ),
             ));
         }
-        catalog.load_dir(dir)?;
+        if catalog.load_dir(dir)? == 0 {
+            warnings.push(CatalogWarning {
+                code: "rules.empty_dir",
+                message: format!(
+                    "rules directory {} ({source}) holds no rule file (*.toml), so it adds no \
+                     rules",
+                    dir.display()
+                ),
+                remediation: format!(
+                    "Put the rule-set *.toml files in it (they are read directly in the \
+                     directory, not in subdirectories), or {drop}."
+                ),
+            });
+        }
     }
-    Ok(catalog)
+    Ok((catalog, warnings))
 }
 
 /// Which changed files a review looks at: `--paths`/`filePaths` (include) minus `--exclude`.
@@ -816,6 +993,16 @@ impl PathScope {
     pub fn contains(&self, path: &str) -> bool {
         self.include.as_ref().is_none_or(|list| list.matches(path))
             && !self.exclude.as_ref().is_some_and(|list| list.matches(path))
+    }
+
+    /// Whether the include list (if any) matches the path, ignoring the exclusions.
+    pub fn includes(&self, path: &str) -> bool {
+        self.include.as_ref().is_none_or(|list| list.matches(path))
+    }
+
+    /// Whether an exclusion matches the path.
+    pub fn excludes(&self, path: &str) -> bool {
+        self.exclude.as_ref().is_some_and(|list| list.matches(path))
     }
 
     /// Whether no include or exclude list was given.

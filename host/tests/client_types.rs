@@ -345,6 +345,14 @@ fn payloads() -> Vec<EventPayload> {
             }),
             EventPayload::RunFailed(RunFailed {
                 error: error_object(),
+                reviewed_files: full.then(|| vec!["app.py".to_owned()]),
+                skipped_files: full.then(|| {
+                    vec![SkippedFile {
+                        path: "logo.png".into(),
+                        reason: "binary".into(),
+                        detail: None,
+                    }]
+                }),
             }),
             EventPayload::RunCancelled(RunCancelled {
                 reason: some("user_cancelled"),

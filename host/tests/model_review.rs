@@ -690,6 +690,43 @@ fn bad_provider_arguments_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2), "--model needs --provider");
 }
 
+/// Issue 12 §5: after a failed `review --provider` (provider unreachable) the text summary
+/// said `reviewed (unknown)`; it says what the rules reviewed before the failure, and the
+/// `run.failed` event carries the files.
+#[test]
+fn an_unreachable_provider_leaves_a_summary_of_what_the_rules_reviewed() {
+    let fake = FakeProvider::start();
+    let f = Fixture::new(
+        &fake,
+        ProviderKind::OpenaiCompatible,
+        "",
+        &format!("{WIDE}\nmax_retries = 0"),
+    );
+    drop(fake); // nothing listens on its port any more
+    let text = f
+        .command("review")
+        .arg("--repo")
+        .arg(f.repo.path())
+        .args(["--base", &f.base, "--provider", "fake", "--color", "never"])
+        .output()
+        .expect("review runs");
+    assert_eq!(text.status.code(), Some(2), "{text:?}");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("  reviewed   1 file by the rules before the run failed\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  skipped    0 files\n"), "{stdout}");
+    assert!(!stdout.contains("(unknown)"), "{stdout}");
+    assert!(stdout.contains("result     FAILED provider."), "{stdout}");
+
+    let out = f.review(&[]);
+    let events = events(&out);
+    let failed = of_type(&events, "run.failed");
+    assert_eq!(failed[0]["reviewedFiles"], json!(["app.py"]), "{failed:?}");
+    assert_eq!(failed[0]["skippedFiles"], json!([]), "{failed:?}");
+}
+
 #[test]
 fn a_wrong_base_url_is_named_as_such_and_not_retried() {
     let page = "<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n<p>Error code: 501</p>\n</body>\n</html>\n";

@@ -694,3 +694,124 @@ fn a_revision_beyond_a_shallow_clone_is_said_in_git_terms() {
         );
     }
 }
+
+/// `n` lines of one length (`<tag> line NNN of the fixture`), so the share of kept bytes is
+/// the share of kept lines.
+fn same_length_lines(tag: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{tag} line {i:03} of the fixture\n"))
+        .collect()
+}
+
+/// `keep` of `lines` (the first ones), the rest replaced by new lines of the same length,
+/// optionally with the kept lines reversed (moved blocks, which a line diff sees as removed).
+fn rewritten(lines: &[String], keep: usize, reverse: bool) -> String {
+    let mut kept: Vec<String> = lines[..keep].to_vec();
+    if reverse {
+        kept.reverse();
+    }
+    let fresh = same_length_lines("zzzzz", lines.len() - keep);
+    kept.into_iter().chain(fresh).collect()
+}
+
+/// Issue 12 §5: git found renames of 50–53 % similar files that we showed as deletion +
+/// addition. Files renamed with about 45–60 % of their bytes kept (some with the kept lines
+/// reordered, which a line diff counts as removed), and two sources competing for one
+/// destination: our pairs are exactly `git diff -M --name-status`'s.
+#[test]
+fn renames_pair_the_files_git_pairs() {
+    let alpha = same_length_lines("alpha", 40);
+    let beta = same_length_lines("bravo", 40);
+    let gamma = same_length_lines("gamma", 30);
+    let delta = same_length_lines("delta", 40);
+    let echo = same_length_lines("echoo", 40);
+    let fox = same_length_lines("foxtr", 40);
+    let rival = {
+        let mut r = rewritten(&fox, 26, false);
+        r.push_str(&fox[30..].concat());
+        r
+    };
+    let cases: Vec<DiffCase> = owned(vec![
+        // 21/40 kept: 52.5 %.
+        (
+            "a/alpha.txt",
+            alpha.concat(),
+            "b/alpha2.txt",
+            rewritten(&alpha, 21, false),
+        ),
+        // 19/40 kept: 47.5 %, below git's 50 %.
+        (
+            "a/bravo.txt",
+            beta.concat(),
+            "b/bravo2.txt",
+            rewritten(&beta, 19, false),
+        ),
+        // 18/30 kept in reverse order: 60 % of the bytes, far less by a line diff.
+        (
+            "a/gamma.txt",
+            gamma.concat(),
+            "c/gamma.txt",
+            rewritten(&gamma, 18, true),
+        ),
+        // 20/40 kept: exactly 50 %, which git counts.
+        (
+            "a/delta.txt",
+            delta.concat(),
+            "d/delta-moved.txt",
+            rewritten(&delta, 20, false),
+        ),
+        // 22/40 kept, reversed.
+        (
+            "a/echo.txt",
+            echo.concat(),
+            "e/echo.txt",
+            rewritten(&echo, 22, true),
+        ),
+        // Two deleted files like one added one: git takes the more similar.
+        (
+            "f/fox.txt",
+            fox.concat(),
+            "g/fox.txt",
+            rewritten(&fox, 30, false),
+        ),
+        ("f/rival.txt", rival, "", String::new()),
+    ]);
+    let (repo, base, head) = fixture_of(&cases);
+
+    let r = Repository::open(repo.path()).expect("open");
+    let (base_id, head_id) = (
+        r.resolve(&base).expect("base").id,
+        r.resolve(&head).expect("head").id,
+    );
+    let diff = r
+        .diff(base_id, head_id, &DiffOptions::default())
+        .expect("diff");
+    assert_eq!(diff.renames_unavailable, None);
+    let mut ours: Vec<String> = diff
+        .files
+        .iter()
+        .map(|f| match (f.kind, &f.old_path) {
+            (ChangeKind::Renamed, Some(old)) => format!("R\t{old}\t{}", f.path),
+            (ChangeKind::Added, _) => format!("A\t{}", f.path),
+            (ChangeKind::Deleted, _) => format!("D\t{}", f.path),
+            (kind, _) => format!("{kind:?}\t{}", f.path),
+        })
+        .collect();
+    ours.sort();
+    let mut git: Vec<String> = repo
+        .git(&["diff", "-M", "--name-status", &base, &head])
+        .lines()
+        .map(|line| {
+            let (status, rest) = line.split_once('\t').expect("status\tpaths");
+            format!("{}\t{rest}", &status[..1])
+        })
+        .collect();
+    git.sort();
+    assert_eq!(ours, git);
+    // The fixture holds both sides of the threshold.
+    let renames = git.iter().filter(|l| l.starts_with('R')).count();
+    assert!(
+        (4..git.len()).contains(&renames),
+        "renames and non-renames: {git:?}"
+    );
+}

@@ -394,6 +394,74 @@ impl Config {
         Ok(config)
     }
 
+    /// Only `rules_dirs` of the config file that [`Config::load`] would read (`path`, else
+    /// `<config dir>/config.toml`), resolved as there (relative entries against the file's
+    /// directory). The other keys are not checked: the command-line `review` and `rules list`
+    /// need the rule catalogue the daemon uses, and a CI run must not fail on a section it
+    /// does not use (an invalid file still stops the daemon).
+    ///
+    /// # Errors
+    /// As [`Config::load`], but [`ConfigError::Invalid`] only for TOML syntax or a
+    /// `rules_dirs` that is not a list of non-empty paths.
+    pub fn load_rules_dirs(path: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
+        #[derive(Deserialize)]
+        struct RulesDirsOnly {
+            #[serde(default)]
+            rules_dirs: Vec<PathBuf>,
+        }
+        let (path, must_exist) = match path {
+            Some(p) => (p.to_owned(), true),
+            None => (Paths::discover()?.config_file(), false),
+        };
+        let Some(text) = read_config_text(&path)? else {
+            return if must_exist {
+                Err(ConfigError::NotFound { path })
+            } else {
+                Ok(Vec::new())
+            };
+        };
+        let at = Positions {
+            text: &text,
+            path: &path,
+        };
+        let doc = toml_edit::Document::parse(text.as_str())
+            .map_err(|e| at.invalid(e.span(), None, e.message().trim_end()))?;
+        let only: RulesDirsOnly = toml::from_str(&text).map_err(|e| {
+            let key = e
+                .span()
+                .and_then(|span| path_at(doc.as_item(), span.start))
+                .map(|segs| render_path(&segs));
+            at.invalid(e.span(), key, e.message().trim_end())
+        })?;
+        let mut config = Config {
+            rules_dirs: only.rules_dirs,
+            ..Config::default()
+        };
+        if let Err((segs, message)) = config.normalize_rules_dirs(&path) {
+            let span = span_of(doc.as_item(), &segs);
+            return Err(at.invalid(span, Some(render_path(&segs)), &message));
+        }
+        Ok(config.rules_dirs)
+    }
+
+    /// Resolve relative `rules_dirs` against the directory of the config file at `path`.
+    /// On failure (an empty entry): the key path of the offending value and a message.
+    fn normalize_rules_dirs(&mut self, path: &Path) -> Result<(), (Vec<Seg>, String)> {
+        let base = path.parent().unwrap_or(Path::new(""));
+        for (i, dir) in self.rules_dirs.iter_mut().enumerate() {
+            if dir.as_os_str().is_empty() {
+                return Err((
+                    vec![key("rules_dirs"), Seg::Index(i)],
+                    "the path is empty".into(),
+                ));
+            }
+            if dir.is_relative() {
+                *dir = base.join(&*dir);
+            }
+        }
+        Ok(())
+    }
+
     /// The `[[providers]]` entry with this id.
     pub fn find_provider(&self, id: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.id == id)
@@ -516,18 +584,7 @@ impl Config {
                 format!("no `[[providers]]` entry has id `{id}`"),
             ));
         }
-        let base = path.parent().unwrap_or(Path::new(""));
-        for (i, dir) in self.rules_dirs.iter_mut().enumerate() {
-            if dir.as_os_str().is_empty() {
-                return Err(at(
-                    [key("rules_dirs"), Seg::Index(i)],
-                    "the path is empty".into(),
-                ));
-            }
-            if dir.is_relative() {
-                *dir = base.join(&*dir);
-            }
-        }
+        self.normalize_rules_dirs(path)?;
         let limits = [
             ("max_context_tokens", self.limits.max_context_tokens),
             (

@@ -479,6 +479,14 @@ pub struct SkippedFile {
 pub struct RunFailed {
     /// Why the run failed.
     pub error: ErrorObject,
+    /// The files the review's rules had looked at when it failed (a failure in the model
+    /// stage comes after the rules have run), as in [`RunCompleted::reviewed_files`]; absent
+    /// when it failed before its rules ran, and for chats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewed_files: Option<Vec<String>>,
+    /// The changed files not reviewed, with why, when `reviewed_files` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_files: Option<Vec<SkippedFile>>,
 }
 
 /// Payload of `run.cancelled` (draft §9).

@@ -227,60 +227,39 @@ pub(super) fn diff_commits(
             .map_err(|e| read_error(format!("the tree of commit {id}"), e))
     };
     let (old_tree, new_tree) = (tree_of(base)?, tree_of(head)?);
-    let tree_diff = |renames: bool| {
-        let mut diff_options = gix::diff::Options::default();
-        diff_options.track_path();
-        diff_options.track_rewrites(renames.then(gix::diff::Rewrites::default));
-        repo.diff_tree_to_tree(&old_tree, &new_tree, diff_options)
-            .map_err(|e| read_error(format!("the tree diff {base}..{head}"), e))
-    };
-    let mut renames_unavailable = None;
-    let changes = match tree_diff(options.detect_renames) {
-        Ok(changes) => changes,
-        Err(err) if options.detect_renames => {
-            // Rename detection reads blobs; a partial clone may lack some. Without it the
-            // diff needs trees only, and each file's missing blob is reported on its own.
-            renames_unavailable = Some(err.to_string());
-            tree_diff(false)?
-        }
-        Err(err) => return Err(err),
-    };
+    // The tree diff without gix's rewrite tracking: renames are paired below by git's own
+    // rules and similarity (repo::rename), so a review pairs the files `git diff -M` pairs.
+    let mut diff_options = gix::diff::Options::default();
+    diff_options.track_path();
+    diff_options.track_rewrites(None);
+    let changes = repo
+        .diff_tree_to_tree(&old_tree, &new_tree, diff_options)
+        .map_err(|e| read_error(format!("the tree diff {base}..{head}"), e))?;
 
-    let mut out = Diff {
-        base,
-        head,
-        files: Vec::new(),
-        skipped: Vec::new(),
-        renames_unavailable,
+    use gix::object::tree::diff::ChangeDetached as C;
+    let side = |location: &gix::bstr::BString, mode: gix::object::tree::EntryMode, id| Side {
+        path: location.to_str_lossy().into_owned(),
+        kind: mode.kind(),
+        id,
     };
-    for change in changes {
-        use gix::object::tree::diff::ChangeDetached as C;
-        let side = |location: &gix::bstr::BString, mode: gix::object::tree::EntryMode, id| Side {
-            path: location.to_str_lossy().into_owned(),
-            kind: mode.kind(),
-            id,
-        };
-        let (old, new, kind) = match &change {
+    // Deletions and additions of files (not directories) are rename candidates.
+    let mut deleted: Vec<Side> = Vec::new();
+    let mut added: Vec<Side> = Vec::new();
+    let mut rest: Vec<(Option<Side>, Option<Side>, ChangeKind)> = Vec::new();
+    for change in &changes {
+        match change {
             C::Addition {
                 location,
                 entry_mode,
                 id,
                 ..
-            } => (
-                None,
-                Some(side(location, *entry_mode, *id)),
-                ChangeKind::Added,
-            ),
+            } => added.push(side(location, *entry_mode, *id)),
             C::Deletion {
                 location,
                 entry_mode,
                 id,
                 ..
-            } => (
-                Some(side(location, *entry_mode, *id)),
-                None,
-                ChangeKind::Deleted,
-            ),
+            } => deleted.push(side(location, *entry_mode, *id)),
             C::Modification {
                 location,
                 previous_entry_mode,
@@ -293,32 +272,70 @@ pub(super) fn diff_commits(
                 } else {
                     ChangeKind::Modified
                 };
-                (
+                rest.push((
                     Some(side(location, *previous_entry_mode, *previous_id)),
                     Some(side(location, *entry_mode, *id)),
                     kind,
-                )
+                ));
             }
-            C::Rewrite {
-                source_location,
-                source_entry_mode,
-                source_id,
-                location,
-                entry_mode,
-                id,
-                copy,
-                ..
-            } => {
-                let old = side(source_location, *source_entry_mode, *source_id);
-                let new = side(location, *entry_mode, *id);
-                if *copy {
-                    // A copy leaves the source in place: review the copy as a new file.
-                    (None, Some(new), ChangeKind::Added)
-                } else {
-                    (Some(old), Some(new), ChangeKind::Renamed)
-                }
+            C::Rewrite { .. } => {} // rewrite tracking is off
+        }
+    }
+    deleted.retain(|s| s.kind != EntryKind::Tree);
+    added.retain(|s| s.kind != EntryKind::Tree);
+
+    let mut renames_unavailable = None;
+    let mut pairs = Vec::new();
+    if options.detect_renames {
+        fn entry(s: &Side) -> super::rename::Entry<'_> {
+            super::rename::Entry {
+                path: &s.path,
+                kind: s.kind,
+                id: s.id,
             }
+        }
+        let sources: Vec<_> = deleted.iter().map(entry).collect();
+        let dests: Vec<_> = added.iter().map(entry).collect();
+        let read = |id: ObjectId| {
+            repo.find_object(id)
+                .map(|object| object.detach().data)
+                .map_err(|e| e.to_string())
         };
+        match super::rename::detect(&sources, &dests, read) {
+            Ok(found) => pairs = found,
+            // Rename detection reads blobs; a partial clone may lack some. Without it each
+            // file's missing blob is reported on its own.
+            Err(reason) => renames_unavailable = Some(reason),
+        }
+    }
+
+    let mut out = Diff {
+        base,
+        head,
+        files: Vec::new(),
+        skipped: Vec::new(),
+        renames_unavailable,
+    };
+    let mut deleted: Vec<Option<Side>> = deleted.into_iter().map(Some).collect();
+    let mut added: Vec<Option<Side>> = added.into_iter().map(Some).collect();
+    for (s, d) in pairs {
+        if let (Some(old), Some(new)) = (deleted[s].take(), added[d].take()) {
+            rest.push((Some(old), Some(new), ChangeKind::Renamed));
+        }
+    }
+    rest.extend(
+        deleted
+            .into_iter()
+            .flatten()
+            .map(|old| (Some(old), None, ChangeKind::Deleted)),
+    );
+    rest.extend(
+        added
+            .into_iter()
+            .flatten()
+            .map(|new| (None, Some(new), ChangeKind::Added)),
+    );
+    for (old, new, kind) in rest {
         if old.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
             || new.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
         {

@@ -265,6 +265,8 @@ pub(crate) fn failed_events() -> Vec<AgentEvent> {
                 retryable: false,
                 remediation: "Run `git fetch` in the repository.".into(),
             },
+            reviewed_files: None,
+            skipped_files: None,
         }
         .into(),
     ])

@@ -144,14 +144,39 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
     }
 
     let completed = c.completed;
-    match completed.and_then(|c| c.reviewed_files.as_ref()) {
-        Some(files) => writeln!(out, "  reviewed   {}", plural(files.len(), "file", "files"))?,
-        None => writeln!(out, "  reviewed   (unknown)")?,
+    // A review that failed after its rules ran (a model provider that broke) says what the
+    // rules reviewed in its run.failed.
+    let failed = c.failed.filter(|_| matches!(c.outcome, Outcome::Failed(_)));
+    let reviewed = match c.outcome {
+        Outcome::Failed(_) => failed.and_then(|f| f.reviewed_files.as_ref()),
+        _ => completed.and_then(|c| c.reviewed_files.as_ref()),
+    };
+    match (reviewed, &c.outcome) {
+        (Some(files), Outcome::Failed(_)) => writeln!(
+            out,
+            "  reviewed   {} by the rules before the run failed",
+            plural(files.len(), "file", "files")
+        )?,
+        (Some(files), _) => writeln!(out, "  reviewed   {}", plural(files.len(), "file", "files"))?,
+        (None, Outcome::Failed(_)) => writeln!(
+            out,
+            "  reviewed   no file: the run failed before its rules ran"
+        )?,
+        (None, Outcome::Cancelled(_)) => {
+            writeln!(out, "  reviewed   not reported: the run was cancelled")?
+        }
+        (None, Outcome::Incomplete) => writeln!(
+            out,
+            "  reviewed   not reported: the events end before the run finished"
+        )?,
+        (None, Outcome::Completed) => writeln!(out, "  reviewed   not reported")?,
     }
 
-    let skipped = completed
-        .and_then(|c| c.skipped_files.as_deref())
-        .unwrap_or_default();
+    let skipped = match c.outcome {
+        Outcome::Failed(_) => failed.and_then(|f| f.skipped_files.as_deref()),
+        _ => completed.and_then(|c| c.skipped_files.as_deref()),
+    }
+    .unwrap_or_default();
     // Counts per reason, then the files worth a look: deletions and out-of-scope files are
     // expected and only counted; the rest is listed up to a limit (json lists everything).
     let mut by_reason: Vec<(&str, usize)> = Vec::new();
@@ -504,7 +529,7 @@ Summary
 
 Summary
   findings   0
-  reviewed   (unknown)
+  reviewed   no file: the run failed before its rules ran
   skipped    0 files
   warnings   0
   result     FAILED repository.revision_missing: Commit bbbbbbb is not in the local repository.

@@ -37,6 +37,8 @@ pub struct Emitter<'a> {
     // Invariant: the seq of the last event sent; the next is `seq + 1`.
     seq: u64,
     sink: &'a mut dyn FnMut(&AgentEvent),
+    // What the rules reviewed, once they have run: `run.failed` reports it.
+    reviewed: Option<(Vec<String>, Vec<SkippedFile>)>,
 }
 
 impl<'a> Emitter<'a> {
@@ -52,6 +54,7 @@ impl<'a> Emitter<'a> {
             run_id,
             seq: last_seq,
             sink,
+            reviewed: None,
         }
     }
 
@@ -154,15 +157,7 @@ impl<'a> Emitter<'a> {
         earlier_findings: usize,
         elapsed: Duration,
     ) {
-        let skipped_files = outcome
-            .skipped
-            .iter()
-            .map(|s| SkippedFile {
-                path: s.path.clone(),
-                reason: s.reason.to_owned(),
-                detail: Some(s.detail.clone()),
-            })
-            .collect();
+        let skipped_files = skipped_files(&outcome.skipped);
         self.emit(RunCompleted {
             usage: outcome.usage,
             finding_count: Some(
@@ -180,9 +175,29 @@ impl<'a> Emitter<'a> {
         self.emit(crate::protocol::RunCancelled { reason });
     }
 
+    /// Record the files the rules reviewed and skipped (sorted by path), for a `run.failed`
+    /// that may follow.
+    pub(super) fn rules_reviewed(&mut self, reviewed: Vec<String>, skipped: &[super::Skipped]) {
+        self.reviewed = Some((reviewed, skipped_files(skipped)));
+    }
+
     pub(super) fn run_failed(&mut self, error: &GatewayError) {
+        let (reviewed_files, skipped_files) = self.reviewed.take().unzip();
         self.emit(RunFailed {
             error: error.into(),
+            reviewed_files,
+            skipped_files,
         });
     }
+}
+
+fn skipped_files(skipped: &[super::Skipped]) -> Vec<SkippedFile> {
+    skipped
+        .iter()
+        .map(|s| SkippedFile {
+            path: s.path.clone(),
+            reason: s.reason.to_owned(),
+            detail: Some(s.detail.clone()),
+        })
+        .collect()
 }

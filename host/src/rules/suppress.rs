@@ -3,64 +3,146 @@
 /// The marker that starts a suppression directive.
 const MARKER: &str = "review-agent:";
 
-/// Comment openers that may appear anywhere before the marker on a code line.
-const INLINE_OPENERS: &[&str] = &["#", "//", "/*", "<!--", "--"];
+/// Comment openers that may start a comment anywhere on a line.
+const INLINE_OPENERS: &[&str] = &["<!--", "/*", "//", "--", "#"];
 
-/// Comment openers a comment-only line may start with (after indentation).
-const LINE_OPENERS: &[&str] = &["#", "//", "/*", "*", "<!--", "--", ";", "%"];
+/// Comment openers a comment-only line may start with (after indentation), besides the inline
+/// ones: the `*` of a block comment's inner lines, Lisp's `;`, TeX's and Erlang's `%`.
+const LINE_ONLY_OPENERS: &[&str] = &["*", ";", "%"];
 
 /// Whether a finding of rule `rule_id` on `line` is suppressed by an inline comment.
 ///
-/// The directive is `review-agent: ignore <ruleId>[, <ruleId>...]` inside a comment, either
-/// at the end of the flagged line itself, or on the line just above when that line is a
-/// comment and nothing else (like `eslint-disable-next-line`). Ids are separated by commas;
-/// the list ends at the first id not followed by a comma, and anything after it is a free
-/// reason, e.g. `# review-agent: ignore secrets.generic-password -- test fixture`.
+/// The directive is `review-agent: ignore <ruleId>[, <ruleId>...]` at the start of a comment's
+/// text, either in a comment at the end of the flagged line itself, or on the line just above
+/// when that line is a comment and nothing else (like `eslint-disable-next-line`). Ids are
+/// separated by commas; the list ends at the first id not followed by a comma, and anything
+/// after it is a free reason, e.g. `# review-agent: ignore secrets.generic-password -- test
+/// fixture`.
 ///
-/// "In a comment" means: on the flagged line, one of `#`, `//`, `/*`, `<!--`, `--` occurs
-/// before the marker; on the line above, the line starts (after indentation) with a comment
-/// opener (`#`, `//`, `/*`, `*`, `<!--`, `--`, `;`, `%`). Ids may be written
-/// bare (`secrets.aws-access-key-id`) or qualified with the rule-set id
+/// What counts as a directive (so that examples in documentation and strings do not):
+/// - the comment starts with the line's first comment opener (`#`, `//`, `/*`, `<!--`, `--`;
+///   on a comment-only line also `*`, `;`, `%`) outside a string (`"…"`, `'…'`) or a code
+///   span (`` `…` ``); `#` counts when followed by a space, another `#`, the marker or the end
+///   (not `#[attr]`, `#include`), `//`, `/*` and `--` when not glued to a word or `:`
+///   (`i--`, `http://`);
+/// - the marker is the first thing in the comment's text (after the opener, repeated opener
+///   characters as in `///` or `//!`, and spaces), so prose that mentions a directive is not
+///   one;
+/// - each id looks like a rule id: lower-case letters, digits, `.`, `_`, `-` (optionally
+///   qualified as `<ruleSetId>/<ruleId>`), followed by the end, a space, `,`, `*/` or `-->`.
+///
+/// Ids may be written bare (`secrets.aws-access-key-id`) or qualified with the rule-set id
 /// (`security-default/secrets.aws-access-key-id`); `rule_id` may be either too, and they are
 /// compared by the part after the last `/`. There is no blanket "ignore everything": each
 /// suppression names its rules.
 pub fn is_suppressed(rule_id: &str, line: &str, line_above: Option<&str>) -> bool {
     let wanted = bare(rule_id);
     let names = |text: &str, comment_only: bool| {
-        suppressed_ids(text, comment_only).any(|id| bare(id) == wanted)
+        directive_ids_of(text, comment_only).any(|id| bare(id) == wanted)
     };
     names(line, false) || line_above.is_some_and(|above| names(above, true))
 }
 
-/// The rule ids (bare, without a rule-set prefix) that `review-agent: ignore` directives in
-/// comments on `line` name, in order; empty when there is none. Lets a caller warn about a
-/// directive that names no loaded rule and so suppresses nothing.
+/// The rule ids (bare, without a rule-set prefix) that a `review-agent: ignore` directive in a
+/// comment on `line` names, in order; empty when there is none (see [`is_suppressed`] for what
+/// a directive is). Lets a caller warn about a directive that names no loaded rule and so
+/// suppresses nothing.
 pub fn ignored_rule_ids(line: &str) -> Vec<&str> {
     if !line.contains(MARKER) {
         return Vec::new();
     }
-    suppressed_ids(line, false).map(bare).collect()
+    directive_ids_of(line, false).map(bare).collect()
 }
 
 fn bare(id: &str) -> &str {
     id.rsplit('/').next().unwrap_or(id)
 }
 
-/// The rule ids named by every directive on `line`. With `comment_only`, the line must be a
-/// comment line; otherwise a comment opener must precede each directive.
-fn suppressed_ids(line: &str, comment_only: bool) -> impl Iterator<Item = &str> {
-    let is_comment_line = {
-        let trimmed = line.trim_start();
-        LINE_OPENERS
+/// The rule ids named by the directive that starts the comment of `line`, if any. With
+/// `comment_only`, the line must be a comment and nothing else.
+fn directive_ids_of(line: &str, comment_only: bool) -> impl Iterator<Item = &str> {
+    let text = comment_text(line, comment_only);
+    text.and_then(|t| t.strip_prefix(MARKER))
+        .into_iter()
+        .flat_map(directive_ids)
+}
+
+/// The text of the comment that `line`'s first comment opener starts, after the opener, any
+/// repeated opener characters (`///`, `//!`, `/**`, `##`) and spaces. With `comment_only`, the
+/// opener must be the first thing on the line.
+fn comment_text(line: &str, comment_only: bool) -> Option<&str> {
+    let bytes = line.as_bytes();
+    let first = line.len() - line.trim_start().len();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == b'\\' {
+                i += 2;
+                continue;
+            }
+            if b == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        let rest = &line[i..];
+        let at_start = i == first;
+        if let Some(opener) = opener_at(line, i, at_start) {
+            if comment_only && !at_start {
+                return None;
+            }
+            let text = rest[opener.len()..]
+                .trim_start_matches(['/', '!', '*', '#', '-'])
+                .trim_start();
+            return Some(text);
+        }
+        if comment_only && at_start {
+            return None;
+        }
+        match b {
+            // A quote opens a string only when it closes on this line (so Rust lifetimes and
+            // apostrophes in prose do not hide the rest of the line).
+            b'"' | b'\'' | b'`' if line[i + 1..].contains(b as char) => quote = Some(b),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The comment opener starting at byte `i` of `line`, if one does.
+fn opener_at(line: &str, i: usize, at_start: bool) -> Option<&'static str> {
+    let rest = &line[i..];
+    let before = line[..i].chars().next_back();
+    let glued = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+    let inline = INLINE_OPENERS
+        .iter()
+        .find(|o| rest.starts_with(**o))
+        .copied();
+    if let Some(opener) = inline {
+        return match opener {
+            "#" => {
+                let after = &rest[1..];
+                let ok = after.is_empty()
+                    || after.starts_with(char::is_whitespace)
+                    || after.starts_with('#')
+                    || after.starts_with(MARKER);
+                ok.then_some(opener)
+            }
+            "<!--" => Some(opener),
+            _ => (!glued).then_some(opener),
+        };
+    }
+    if at_start {
+        return LINE_ONLY_OPENERS
             .iter()
-            .any(|opener| trimmed.starts_with(opener))
-    };
-    let usable = !comment_only || is_comment_line;
-    line.match_indices(MARKER)
-        .filter(move |&(at, _)| {
-            usable && (is_comment_line || INLINE_OPENERS.iter().any(|o| line[..at].contains(o)))
-        })
-        .flat_map(move |(at, _)| directive_ids(&line[at + MARKER.len()..]))
+            .find(|o| rest.starts_with(**o))
+            .copied();
+    }
+    None
 }
 
 /// Parses ` ignore a, b, c reason...` (the text after the marker) into its ids.
@@ -76,8 +158,17 @@ fn directive_ids(rest: &str) -> impl Iterator<Item = &str> {
             if end == 0 {
                 break;
             }
-            ids.push(&list[..end]);
-            list = list[end..].trim_start();
+            let (id, after) = list.split_at(end);
+            let ends_well = after.is_empty()
+                || after.starts_with(char::is_whitespace)
+                || after.starts_with(',')
+                || after.starts_with("*/")
+                || after.starts_with("-->");
+            if !ends_well || !looks_like_rule_id(id) {
+                break;
+            }
+            ids.push(id);
+            list = after.trim_start();
             match list.strip_prefix(',') {
                 Some(after) => list = after,
                 None => break,
@@ -85,6 +176,21 @@ fn directive_ids(rest: &str) -> impl Iterator<Item = &str> {
         }
     }
     ids.into_iter()
+}
+
+/// A rule id (`[a-z0-9][a-z0-9._-]*`, as rule files require), optionally `<setId>/<ruleId>`.
+fn looks_like_rule_id(id: &str) -> bool {
+    let part = |p: &str| {
+        p.bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+    };
+    match id.split_once('/') {
+        Some((set, rule)) => part(set) && part(rule),
+        None => part(id),
+    }
 }
 
 /// Length of the rule id at the start of `text`: `[A-Za-z0-9._/-]`, stopping before a `-->`
@@ -207,6 +313,53 @@ mod tests {
         check("a.b", "x # review-agent ignore a.b", None, false);
         check("a.b", "x", Some("code() // not a directive"), false);
         check("a.b", "x", None, false);
+    }
+
+    #[test]
+    fn examples_in_docs_and_strings_are_not_directives() {
+        // What made the README's first command warn 22 times: examples of the syntax in doc
+        // comments (code spans, prose) and in string literals of tests.
+        for line in [
+            "/// reason, e.g. `# review-agent: ignore secrets.generic-password -- test fixture`.",
+            "//! Write `// review-agent: ignore <ruleId>` on the line.",
+            "/// A line such as # review-agent: ignore a.b is a directive in Python.",
+            "        \"x = eval(s)  # review-agent: ignore python.eval-dynamic\",",
+            "    let line = \"x # review-agent: ignore a.b, c.d,e.f because reasons\";",
+            "         g = eval(expr_g)  # review-agent: ignore python.eval-dynamic-extra\\n\\",
+            "    check(\"a.b\", \"SELECT 1; -- review-agent: ignore a.b\", None, true);",
+            "x = 1  # review-agent: ignore <ruleId>",
+            "x = 1  # review-agent: ignore Python.Eval",
+        ] {
+            assert!(
+                super::ignored_rule_ids(line).is_empty(),
+                "{line:?} gave {:?}",
+                super::ignored_rule_ids(line)
+            );
+        }
+        check(
+            "a.b",
+            "x",
+            Some("/// see `// review-agent: ignore a.b`"),
+            false,
+        );
+        check(
+            "a.b",
+            "s = \"http://x\" // review-agent: ignore a.b",
+            None,
+            true,
+        );
+        check("a.b", "i--; // review-agent: ignore a.b", None, true);
+        check("a.b", "f(a, 'b') # review-agent: ignore a.b", None, true);
+        check(
+            "a.b",
+            "fn f<'a>(x: &'a str) {} // review-agent: ignore a.b",
+            None,
+            true,
+        );
+        check("a.b", "x  #review-agent: ignore a.b", None, true);
+        check("a.b", "#[cfg(x)] // review-agent: ignore a.b", None, true);
+        check("a.b", "x", Some("/// review-agent: ignore a.b"), true);
+        check("a.b", "x", Some("   * review-agent: ignore a.b"), true);
     }
 
     #[test]

@@ -123,6 +123,8 @@ fn fold_failed_keeps_error() {
         1,
         RunFailed {
             error: error.clone(),
+            reviewed_files: None,
+            skipped_files: None,
         },
     ));
     assert_eq!(r.state, RunState::Failed);

@@ -467,7 +467,8 @@ pub fn status_for(code: &str) -> StatusCode {
         c if c.starts_with("request.")
             || c.starts_with("rules.")
             || c.starts_with("repository.")
-            || c.starts_with("tool.") =>
+            || c.starts_with("tool.")
+            || c.starts_with("review.") =>
         {
             StatusCode::BAD_REQUEST
         }

@@ -201,3 +201,167 @@ fn php_eval_and_sql_are_flagged() {
         run.describe()
     );
 }
+
+/// Issue 12 §5: the README's first command (a review of this repository) warned 22 times about
+/// `review-agent: ignore` examples in doc comments and test strings. They are examples, not
+/// directives; a real directive still suppresses, and a real typo still warns.
+#[test]
+fn ignore_examples_in_doc_comments_and_strings_are_not_directives() {
+    let mut repo = TestRepo::new();
+    repo.write("src/lib.rs", "pub fn f() {}\n");
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write(
+        "src/lib.rs",
+        "//! Suppress a finding with `// review-agent: ignore <ruleId>` on its line.\n\
+         /// e.g. `# review-agent: ignore secrets.generic-password -- test fixture`.\n\
+         pub fn f() {}\n\
+         #[test]\n\
+         fn t() {\n\
+         \x20   check(\"a.b\", \"x # review-agent: ignore a.b, c.d\", None, true);\n\
+         \x20   let s = \"y = eval(e)  # review-agent: ignore python.eval-dynamc\\n\\\n\
+         \x20       z = 1  # review-agent: ignore python.no-such-rule\\n\\\n\
+         \";\n\
+         }\n",
+    );
+    repo.write(
+        "app.py",
+        "value = eval(expr)  # review-agent: ignore python.eval-dynamic\n\
+         other = eval(e2)  # review-agent: ignore python.eval-dynamc\n",
+    );
+    repo.commit("head");
+    let run = repo.review(&["--base", "main", "--format", "json"]);
+    let warnings = run.warnings();
+    let codes: Vec<(&str, &str)> = warnings
+        .iter()
+        .map(|w| (w.code.as_str(), w.message.as_str()))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{codes:?}\n{}", run.describe());
+    assert_eq!(warnings[0].code, "rules.unknown_ignore_id");
+    assert!(warnings[0].message.starts_with("app.py:2:"), "{codes:?}");
+    assert_eq!(
+        run.found(),
+        crate::support::found(&[("python.eval-dynamic", "app.py", 2)]),
+        "{}",
+        run.describe()
+    );
+}
+
+/// Issue 12 §5: `--base` and `--head` given the wrong way round (head an ancestor of base)
+/// ended with exit 0, "No findings" and a warning that the revisions "have no changes".
+#[test]
+fn a_swapped_base_and_head_is_an_error_that_says_so() {
+    let repo = small_repo();
+    for format in ["json", "text"] {
+        let run = repo.review(&["--base", "feature", "--head", "main", "--format", format]);
+        run.assert_error("review.range_reversed");
+        assert!(
+            run.stderr.contains("ancestor") && run.stderr.contains("swap --base and --head"),
+            "{}",
+            run.describe()
+        );
+    }
+    let run = repo.review(&["--base", "feature", "--head", "main", "--format", "json"]);
+    assert_eq!(run.failed().error.code, "review.range_reversed");
+    // The right way round still reviews.
+    repo.review(&["--base", "main", "--head", "feature"])
+        .assert_code(1);
+}
+
+/// Issue 12 §5: `--max-file-bytes 0` skipped every file as too_large and passed with "No
+/// findings". 0 is refused as bad usage; a limit that every file exceeds says so.
+#[test]
+fn max_file_bytes_zero_is_refused_and_all_too_large_is_named() {
+    let repo = small_repo();
+    let run = repo.review(&["--base", "main", "--max-file-bytes", "0"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("--max-file-bytes"),
+        "{}",
+        run.describe()
+    );
+    let run = repo.review(&[
+        "--base",
+        "main",
+        "--max-file-bytes",
+        "3",
+        "--format",
+        "json",
+    ]);
+    run.assert_code(0);
+    let warnings = run.warnings();
+    let nothing: Vec<_> = warnings
+        .iter()
+        .filter(|w| w.code == "review.nothing_reviewed")
+        .collect();
+    assert_eq!(nothing.len(), 1, "{}", run.describe());
+    assert!(
+        nothing[0]
+            .message
+            .contains("larger than the limit of 3 bytes"),
+        "{:?}",
+        nothing[0]
+    );
+}
+
+/// Issue 12 §5: `--exclude` that removes every changed file was reported as "none matches the
+/// requested paths".
+#[test]
+fn exclusions_that_remove_everything_are_named() {
+    let repo = small_repo();
+    let run = repo.review(&["--base", "main", "--exclude", "*.py", "--format", "json"]);
+    run.assert_code(0);
+    let warnings = run.warnings();
+    assert_eq!(warnings.len(), 1, "{}", run.describe());
+    assert_eq!(warnings[0].code, "review.no_file_in_scope");
+    assert!(
+        warnings[0]
+            .message
+            .contains("exclusions (`*.py`) removed every changed file"),
+        "{:?}",
+        warnings[0]
+    );
+    let run = repo.review(&["--base", "main", "--paths", "src", "--format", "json"]);
+    let warnings = run.warnings();
+    assert!(
+        warnings[0]
+            .message
+            .contains("matches the requested paths (`src`)"),
+        "{:?}",
+        warnings[0]
+    );
+    assert_eq!(run.skipped()[0].0, "app.py");
+}
+
+/// Issue 12 §5: an empty `--rules-dir` (it exists, with no rule file) loaded nothing silently.
+#[test]
+fn an_empty_rules_dir_warns_naming_it() {
+    let repo = small_repo();
+    let dir = repo.config_home().join("empty-rules");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("team.yaml"), "not a rule file\n").expect("write");
+    let dir = dir.to_str().expect("utf-8 temp path");
+    let run = repo.review(&["--base", "main", "--rules-dir", dir, "--format", "json"]);
+    run.assert_code(1);
+    let warnings = run.warnings();
+    assert_eq!(warnings.len(), 1, "{}", run.describe());
+    assert_eq!(warnings[0].code, "rules.empty_dir");
+    assert!(
+        warnings[0].message.contains(dir) && warnings[0].message.contains("*.toml"),
+        "{:?}",
+        warnings[0]
+    );
+    let text = repo.review(&["--base", "main", "--rules-dir", dir, "--color", "never"]);
+    assert!(
+        text.stdout.contains("rules.empty_dir"),
+        "{}",
+        text.describe()
+    );
+    let list = run_binary(&["rules", "list", "--rules-dir", dir], repo.config_home());
+    list.assert_code(0);
+    assert!(
+        list.stderr.contains("warning[rules.empty_dir]") && list.stderr.contains(dir),
+        "{}",
+        list.describe()
+    );
+}

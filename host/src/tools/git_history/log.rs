@@ -157,24 +157,62 @@ impl<'r> Walker<'r> {
     }
 
     /// Where `path`, added by `commit` relative to `parent`, was renamed from (git's default
-    /// rename detection, 50% similarity), if anywhere. A failed detection (a blob missing from
-    /// a partial clone) counts as no rename.
+    /// rename detection, `repo::rename`: exact, same file name, then 50% similarity, with
+    /// only `path` as destination as git's `--follow` does), if anywhere. A failed detection
+    /// (a blob missing from a partial clone) counts as no rename.
     fn rename_source(&self, parent: ObjectId, commit: ObjectId, path: &str) -> Option<String> {
+        use crate::repo::rename;
+        use gix::object::tree::diff::ChangeDetached as C;
         let tree = |id: ObjectId| self.git.find_tree(self.nodes.get(&id)?.tree).ok();
         let (old, new) = (tree(parent)?, tree(commit)?);
         let mut options = gix::diff::Options::default();
         options.track_path();
-        options.track_rewrites(Some(gix::diff::Rewrites::default()));
+        options.track_rewrites(None);
         let changes = self.git.diff_tree_to_tree(&old, &new, options).ok()?;
-        changes.into_iter().find_map(|change| match change {
-            gix::object::tree::diff::ChangeDetached::Rewrite {
-                source_location,
-                location,
-                copy: false,
-                ..
-            } if location == path.as_bytes() => Some(source_location.to_str_lossy().into_owned()),
-            _ => None,
-        })
+        let mut deleted: Vec<(String, gix::object::tree::EntryKind, ObjectId)> = Vec::new();
+        let mut dest = None;
+        for change in &changes {
+            match change {
+                C::Deletion {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } if !entry_mode.is_tree() => {
+                    deleted.push((location.to_str_lossy().into_owned(), entry_mode.kind(), *id));
+                }
+                C::Addition {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } if location == path.as_bytes() && !entry_mode.is_tree() => {
+                    dest = Some(rename::Entry {
+                        path,
+                        kind: entry_mode.kind(),
+                        id: *id,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let dest = dest?;
+        let sources: Vec<rename::Entry<'_>> = deleted
+            .iter()
+            .map(|(path, kind, id)| rename::Entry {
+                path,
+                kind: *kind,
+                id: *id,
+            })
+            .collect();
+        let read = |id: ObjectId| {
+            self.git
+                .find_object(id)
+                .map(|object| object.detach().data)
+                .map_err(|_| ())
+        };
+        let pairs = rename::detect(&sources, &[dest], read).ok()?;
+        pairs.first().map(|&(s, _)| sources[s].path.to_owned())
     }
 }
 
