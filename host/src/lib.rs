@@ -7,6 +7,7 @@ pub mod config;
 pub mod conversation;
 pub mod engine;
 pub mod error;
+pub mod logging;
 pub mod protocol;
 pub mod providers;
 pub mod repo;

@@ -408,14 +408,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     use review_agent_gateway::store::{Store, StoreCloser};
     use review_agent_gateway::transport::server::{ServeOptions, serve};
 
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    review_agent_gateway::logging::init_stderr("info");
     let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions), GatewayError> {
         let paths = Paths::discover()?;
         let loaded = Config::load(args.config.as_deref())?;
@@ -430,7 +423,9 @@ fn serve_command(args: ServeArgs) -> ExitCode {
             )
         })?;
         let token_file = paths.token_file();
-        let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
+        let token = Token::load_or_create(&token_file)?;
+        review_agent_gateway::logging::add_secret(token.expose_secret());
+        let token = LiveToken::new(&token_file, token);
         let store = Store::open(&paths.store_file())?;
         let closer = store.closer();
         let config = loaded.config();

@@ -424,6 +424,9 @@ impl Connector for DaemonConnector {
                 }
                 Err(e) => return Err(ConnectError::Refused(e.into())),
             };
+            // Whatever a dependency logs about the handshake, the token is not in a log line.
+            crate::logging::add_secret(token.expose_secret());
+            tracing::debug!(port, "opening /v1/ws with the token file's bearer token");
             let mut request = format!("ws://127.0.0.1:{port}/v1/ws")
                 .into_client_request()
                 .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
