@@ -412,11 +412,13 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     let setup = || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions), GatewayError> {
         let paths = Paths::discover()?;
         let loaded = Config::load(args.config.as_deref())?;
-        std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
+        // Private whichever command creates it first (issue 12 §3); an existing one that
+        // others may read is repaired, with a warning.
+        review_agent_gateway::security::fs::ensure_private_dir(paths.state_dir()).map_err(|e| {
             GatewayError::new(
                 review_agent_gateway::error::codes::STORE_UNAVAILABLE,
                 format!(
-                    "cannot create the state directory {}: {e}",
+                    "cannot create the state directory {} (or make it private): {e}",
                     paths.state_dir().display()
                 ),
                 "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",

@@ -6,7 +6,7 @@
 //! `Debug` or `Display` rendering.
 
 mod error;
-pub(crate) mod fs;
+pub mod fs;
 mod host;
 mod live;
 mod origin;

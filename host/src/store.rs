@@ -121,8 +121,9 @@ impl std::ops::Deref for OpenDatabase<'_> {
 }
 
 impl Store {
-    /// Opens the database file at `path`, creating it (not its directory) and the tables if
-    /// needed. The file's integrity is checked on every open: a file damaged by a crash is
+    /// Opens the database file at `path`, creating it (not its directory) with mode 0600 and
+    /// the tables if needed; an existing file that group or others may read is set to 0600,
+    /// with a warning in the log (`security::fs::ensure_private_file`). The file's integrity is checked on every open: a file damaged by a crash is
     /// repaired, one altered otherwise is refused.
     ///
     /// # Errors
@@ -132,6 +133,12 @@ impl Store {
     /// tables cannot be created; [`StoreError::Corrupt`] when the file was written by a newer
     /// gateway (higher schema version).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        // Created 0600 before redb opens it (redb would use the umask's mode): the store holds
+        // request bodies and finding evidence (issue 12 §3). One others may read is repaired.
+        crate::security::fs::ensure_private_file(path).map_err(|e| StoreError::Open {
+            path: path.to_owned(),
+            source: redb::DatabaseError::Storage(redb::StorageError::Io(e)),
+        })?;
         let mut builder = builder(WRITER_CACHE_BYTES);
         builder.set_check_integrity_on_open(true);
         let db = builder.create(path).map_err(|source| StoreError::Open {
