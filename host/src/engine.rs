@@ -30,9 +30,10 @@ use crate::config::{Config, LoadedConfig};
 use crate::conversation::Budget as RunBudget;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
-    AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health, Limits,
-    ProviderHealth, ProviderStatus, RepositoryMappingRequest, ReviewFinding, ReviewRequest,
-    RuleCapabilities, RunCreated, RunKind, RunState, Stage, StageChanged,
+    AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health,
+    InterruptReason, Limits, ProviderHealth, ProviderStatus, RepositoryMappingRequest,
+    ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind, RunState, Stage,
+    StageChanged,
 };
 use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};
@@ -758,8 +759,9 @@ impl Gateway {
     }
 
     /// Stop accepting runs, wait up to `grace` for running ones, then stop committing events,
-    /// mark what still runs `interrupted` (its committed events stay; resume continues it after
-    /// a restart) and cancel it, so model streams close and subscriptions end. The caller then
+    /// end what still runs with a durable `run.interrupted` (its committed events stay; resume
+    /// continues it after a restart) and cancel it, so model streams close and subscriptions
+    /// end with that event. The caller then
     /// ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
@@ -782,20 +784,26 @@ impl Gateway {
                 "shutting down: interrupting the runs still going (resume them after a restart)"
             );
         }
-        // From here on no event is committed; what still runs is interrupted.
-        *self
-            .inner
-            .halted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = true;
-        for run_id in self.live_ids() {
-            let result = self.inner.store.update_run(&run_id, |r| {
-                r.state = RunState::Interrupted;
-                r.updated_at = review::now_rfc3339();
-            });
-            if let Err(error) = result {
-                tracing::error!(%run_id, %error, "could not mark the run interrupted");
+        // From here on no event of a run's task is committed; what still runs gets a durable
+        // `run.interrupted` after its last committed event, under the same lock, so a task's
+        // last flush either precedes it or is dropped.
+        let live = self.live_ids();
+        {
+            let mut halted = self
+                .inner
+                .halted
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *halted = true;
+            if let Err(error) = self
+                .inner
+                .store
+                .interrupt_runs(&live, InterruptReason::Shutdown)
+            {
+                tracing::error!(runs = live.len(), %error, "could not mark the runs interrupted");
             }
+        }
+        for run_id in live {
             // Stop its work (a model stream is dropped at once); its task then ends, which
             // ends its subscribers' streams, so the server's connections can close.
             if let Some(live) = self.live(&run_id) {
@@ -1115,6 +1123,7 @@ impl EventWriter {
                 | EventPayload::RunCompleted(_)
                 | EventPayload::RunFailed(_)
                 | EventPayload::RunCancelled(_)
+                | EventPayload::RunInterrupted(_)
                 | EventPayload::TextDelta(_)
                 | EventPayload::ToolStarted(_)
                 | EventPayload::ToolCompleted(_)

@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::protocol::{AgentEvent, Confidence, EventPayload, Severity};
+use review_agent_gateway::protocol::{
+    AgentEvent, Confidence, EventPayload, InterruptReason, Severity,
+};
 use review_agent_gateway::report::{self, ReportInput};
 use review_agent_gateway::review::{self, ReviewOptions};
 
@@ -1235,6 +1237,10 @@ fn event_summary(event: &AgentEvent) -> String {
             format!("{}: {}", failed.error.code, failed.error.message)
         }
         EventPayload::RunCancelled(cancelled) => cancelled.reason.clone().unwrap_or_default(),
+        EventPayload::RunInterrupted(interrupted) => match interrupted.reason {
+            InterruptReason::Shutdown => "the daemon was stopped; resume the run".to_owned(),
+            InterruptReason::Crash => "the daemon ended unexpectedly; resume the run".to_owned(),
+        },
     }
 }
 

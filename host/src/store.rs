@@ -58,7 +58,7 @@ pub use error::StoreError;
 pub use hash::payload_hash;
 pub use record::{IdempotencyRecord, MappingProposal, RunRecord};
 
-use crate::protocol::event::{AgentEvent, RunState};
+use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
 
 // === Tables ===
 
@@ -362,33 +362,83 @@ impl Store {
         read::list_runs(&self.db()?.begin_read()?, limit)
     }
 
-    /// Marks every `queued` or `running` run `interrupted` (`updatedAt` = now), in one
-    /// transaction, and returns their ids in id order. Call it once at daemon start, before
-    /// accepting requests: such runs were left by a daemon that stopped (DESIGN §5), and can
-    /// be resumed.
+    /// Interrupts every `queued` or `running` run with reason [`InterruptReason::Crash`], in
+    /// one transaction, and returns their ids in id order. Call it once at daemon start, before
+    /// accepting requests: such runs were left by a daemon that ended without stopping them
+    /// (DESIGN §5), and can be resumed. See [`Store::interrupt_runs`] for what is written.
     ///
     /// # Errors
     ///
     /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn mark_running_interrupted(&self) -> Result<Vec<String>, StoreError> {
+        self.interrupt(None, InterruptReason::Crash)
+    }
+
+    /// Interrupts those of `run_ids` that are `queued` or `running` (others are left alone), in
+    /// one transaction, and returns their ids: each gets a `run.interrupted` event with
+    /// `reason`, appended at its `lastSeq` + 1 (so the event log stays gap-free and a stream
+    /// of the run ends with it), which makes it `interrupted` (`updatedAt` = the event's `at`).
+    /// The daemon calls it at shutdown, after the grace, for the runs still going.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn interrupt_runs(
+        &self,
+        run_ids: &[String],
+        reason: InterruptReason,
+    ) -> Result<Vec<String>, StoreError> {
+        self.interrupt(Some(run_ids), reason)
+    }
+
+    /// [`Store::interrupt_runs`] for `run_ids`, or for every run when `None`.
+    fn interrupt(
+        &self,
+        run_ids: Option<&[String]>,
+        reason: InterruptReason,
+    ) -> Result<Vec<String>, StoreError> {
         let now = now_rfc3339();
         let db = self.db()?;
         let txn = db.begin_write()?;
         let mut marked = Vec::new();
         {
             let mut runs = txn.open_table(RUNS)?;
-            let mut changed = Vec::new();
-            for entry in runs.iter()? {
-                let (key, value) = entry?;
-                let mut run: RunRecord = decode("runs", key.value(), value.value())?;
-                if matches!(run.state, RunState::Queued | RunState::Running) {
-                    run.state = RunState::Interrupted;
-                    run.updated_at.clone_from(&now);
-                    changed.push(run);
+            let mut events = txn.open_table(EVENTS)?;
+            let mut candidates: Vec<RunRecord> = Vec::new();
+            match run_ids {
+                None => {
+                    for entry in runs.iter()? {
+                        let (key, value) = entry?;
+                        candidates.push(decode("runs", key.value(), value.value())?);
+                    }
+                }
+                Some(ids) => {
+                    for id in ids {
+                        if let Some(value) = runs.get(id.as_str())? {
+                            candidates.push(decode("runs", id, value.value())?);
+                        }
+                    }
                 }
             }
-            for run in changed {
+            for mut run in candidates {
+                if !matches!(run.state, RunState::Queued | RunState::Running) {
+                    continue;
+                }
+                let event = AgentEvent::new(
+                    run.run_id.clone(),
+                    run.last_seq.saturating_add(1),
+                    now.clone(),
+                    RunInterrupted {
+                        reason,
+                        resumable: run.kind == RunKind::Review,
+                    },
+                );
+                let key = format_args!("{}/{}", run.run_id, event.seq);
+                let bytes = encode("events", key, &event)?;
+                events.insert((run.run_id.as_str(), event.seq), bytes.as_slice())?;
+                run.apply_event(&event);
                 let bytes = encode("runs", &run.run_id, &run)?;
                 runs.insert(run.run_id.as_str(), bytes.as_slice())?;
                 marked.push(run.run_id);

@@ -43,13 +43,13 @@ use review_agent_gateway::protocol::{
     AgentEvent, ApiResponse, Capabilities, ChatMessage, ChatRequest, ChatRole, ChunkFrame,
     CommandCapabilities, Confidence, ContextAdded, ContextItem, DiffContext, DiffRefs, Effort,
     ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence, FileContext, FindingCreated,
-    FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, Limits,
-    ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding,
-    ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext,
-    RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
-    RunFailed, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side, SkippedFile,
-    Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted,
-    Usage, Warning, encode_chunked,
+    FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame, IdFrame, InterruptReason,
+    Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame,
+    ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
+    RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState, ScopeSelection,
+    SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged, TextDelta, ToolCallResult,
+    ToolCompleted, ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -349,6 +349,14 @@ fn payloads() -> Vec<EventPayload> {
             EventPayload::RunCancelled(RunCancelled {
                 reason: some("user_cancelled"),
             }),
+            EventPayload::RunInterrupted(RunInterrupted {
+                reason: if full {
+                    InterruptReason::Shutdown
+                } else {
+                    InterruptReason::Crash
+                },
+                resumable: full,
+            }),
         ]);
         for context in contexts(full) {
             out.push(EventPayload::ContextAdded(ContextAdded { context }));
@@ -421,6 +429,7 @@ fn event_interface(payload: &EventPayload) -> &'static str {
         EventPayload::RunCompleted(_) => "RunCompletedEvent",
         EventPayload::RunFailed(_) => "RunFailedEvent",
         EventPayload::RunCancelled(_) => "RunCancelledEvent",
+        EventPayload::RunInterrupted(_) => "RunInterruptedEvent",
     }
 }
 
@@ -857,6 +866,10 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
     ts.union("RunKind", &variants!(RunKind: Review, Chat));
     ts.union(
+        "InterruptReason",
+        &variants!(InterruptReason: Shutdown, Crash),
+    );
+    ts.union(
         "Stage",
         &variants!(Stage: Queued, Resolve, Diff, Rules, Model, Validate, Done),
     );
@@ -918,6 +931,10 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         (event_keys("RunCompletedEvent"), fields::<RunCompleted>()),
         (event_keys("RunFailedEvent"), fields::<RunFailed>()),
         (event_keys("RunCancelledEvent"), fields::<RunCancelled>()),
+        (
+            event_keys("RunInterruptedEvent"),
+            fields::<RunInterrupted>(),
+        ),
         (
             "Exclude<keyof T.ClientHelloFrame | keyof T.GatewayHelloFrame, \"type\">".to_owned(),
             fields::<HelloFrame>(),

@@ -277,6 +277,12 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
                 reason.unwrap_or_default()
             )?;
         }
+        Outcome::Interrupted(reason) => writeln!(
+            out,
+            "  result     {} ({}): the gateway stopped before the run finished; resume it",
+            p.paint(Tone::Bad, "interrupted"),
+            super::interrupt_reason(reason)
+        )?,
         Outcome::Incomplete => writeln!(
             out,
             "  result     {}",
