@@ -288,6 +288,19 @@ export interface Health {
   gatewayVersion: string;
   uptimeSeconds: number;
   providers: { id: string; kind: string; status: ProviderStatus }[];
+  /** Whether the run store can be written: `unavailable` (disk full, I/O error) with the
+   * error a new run gets and since when; it turns `ok` by itself once writes succeed. */
+  store: StoreHealth;
+}
+
+export type StoreStatus = "ok" | "unavailable";
+
+export interface StoreHealth {
+  status: StoreStatus;
+  /** Absent when `ok`. */
+  error?: ErrorObject;
+  /** RFC 3339 time of the first failure; absent when `ok`. */
+  since?: string;
 }
 
 /** GET /v1/capabilities data (also the gateway hello's `capabilities`). */

@@ -33,7 +33,7 @@ use crate::protocol::{
     AgentEvent, Capabilities, CommandCapabilities, ErrorObject, EventPayload, Health,
     InterruptReason, Limits, ProviderHealth, ProviderStatus, RepositoryMappingRequest,
     ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind, RunState, Stage,
-    StageChanged,
+    StageChanged, StoreHealth, StoreStatus,
 };
 use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};
@@ -141,6 +141,10 @@ struct Inner {
     probes: Mutex<HashMap<String, (Instant, ProviderStatus)>>,
     // The providers' HTTP clients, shared by every run of this process (one runtime).
     clients: crate::providers::ClientPool,
+    // Terminal `run.failed` events of runs the store failed under (disk full), by run id,
+    // until the store takes them (`settle_pending`). Invariant: each one's seq is its run's
+    // stored `lastSeq` + 1 when it was made; subscribers deliver it after the stored events.
+    pending: Mutex<HashMap<String, AgentEvent>>,
 }
 
 /// A run that has a task: its cancel flag and the channel that announces committed events.
@@ -195,6 +199,7 @@ impl Gateway {
                 indexing: Mutex::new(HashSet::new()),
                 probes: Mutex::new(HashMap::new()),
                 clients: crate::providers::ClientPool::new(),
+                pending: Mutex::new(HashMap::new()),
             }),
         };
         gateway.purge()?;
@@ -224,7 +229,8 @@ impl Gateway {
     /// when it needs a key it does not have (or its key is refused), else the result of a
     /// models listing (`GET …/models`, 2 s timeout) — `ready` or `unavailable`. Probes run
     /// concurrently and their results are kept for [`PROBE_TTL`], so polling health costs the
-    /// providers at most one request each per 10 s.
+    /// providers at most one request each per 10 s. `store` says whether the run store can be
+    /// written (issue 12 §2).
     pub async fn health(&self) -> Health {
         let config = self.config();
         let probes = config.providers.iter().map(|p| {
@@ -239,12 +245,35 @@ impl Gateway {
                 }
             }
         });
+        // The store: while it is failing, each health request retries a small write (and
+        // stores the terminal events kept in memory once it works again).
+        let gateway = self.clone();
+        let failure = tokio::task::spawn_blocking(move || {
+            let failure = gateway.inner.store.probe();
+            gateway.settle_pending();
+            failure
+        })
+        .await
+        .unwrap_or(None);
+        let store = match failure {
+            None => StoreHealth {
+                status: StoreStatus::Ok,
+                error: None,
+                since: None,
+            },
+            Some(failure) => StoreHealth {
+                status: StoreStatus::Unavailable,
+                error: Some(failure.error.into()),
+                since: Some(failure.since),
+            },
+        };
         Health {
             service: "review-agent-gateway".into(),
             protocol_version: PROTOCOL_VERSION.into(),
             gateway_version: self.inner.gateway_version.clone(),
             uptime_seconds: self.inner.started.elapsed().as_secs(),
             providers: futures_util::future::join_all(probes).await,
+            store,
         }
     }
 
@@ -417,6 +446,7 @@ impl Gateway {
             .map_err(|e| invalid(format!("the review request is not valid: {e}")))?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
+        self.store_writable()?;
 
         let hash = payload_hash(&body);
         let run_id = new_id("run");
@@ -516,6 +546,7 @@ impl Gateway {
         let request: crate::protocol::ChatRequest = serde_json::from_value(body.clone())
             .map_err(|e| invalid(format!("the chat request is not valid: {e}")))?;
         let options = self.chat_options(&request)?;
+        self.store_writable()?;
         let run_id = new_id("run");
         if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {
             return Ok(existing);
@@ -632,6 +663,23 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
+        self.store_writable()?;
+        if let Some(failed) = self.pending_terminal(run_id) {
+            // Its `run.failed` is not stored yet: resuming now would reuse its seq.
+            let remediation = match failed.payload {
+                EventPayload::RunFailed(failed) => failed.error.remediation,
+                _ => "Retry in a moment.".to_owned(),
+            };
+            return Err(GatewayError::new(
+                codes::STORE_UNAVAILABLE,
+                format!(
+                    "run {run_id} failed because the store could not write, and the store \
+                     cannot record that yet"
+                ),
+                remediation,
+            )
+            .retryable());
+        }
         let record = self.record(run_id)?;
         let resumable = matches!(
             record.state,
@@ -718,17 +766,27 @@ impl Gateway {
                 }
             }
         }
+        // A `run.failed` the store could not take yet (disk full) is the run's end already.
+        let (mut state, mut error, mut last_seq) = (record.state, record.error, record.last_seq);
+        if let Some(pending) = self.pending_terminal(run_id)
+            && pending.seq > last_seq
+            && let EventPayload::RunFailed(failed) = pending.payload
+        {
+            state = RunState::Failed;
+            error = Some(failed.error);
+            last_seq = pending.seq;
+        }
         Ok(RunView {
             run_id: record.run_id,
             request_id: record.request_id,
             kind: record.kind,
-            state: record.state,
+            state,
             stage: record.stage,
             completed_stages: record.completed_stages,
             findings,
             budget,
-            error: record.error,
-            last_seq: record.last_seq,
+            error,
+            last_seq,
             created_at: record.created_at,
             updated_at: record.updated_at,
         })
@@ -754,6 +812,7 @@ impl Gateway {
             buffer: VecDeque::new(),
             committed: self.live(run_id).map(|l| l.committed.subscribe()),
             done: false,
+            last_word: false,
         };
         Ok(futures_util::stream::unfold(state, Subscription::next))
     }
@@ -784,6 +843,8 @@ impl Gateway {
                 "shutting down: interrupting the runs still going (resume them after a restart)"
             );
         }
+        // A run that failed on a full disk records its `run.failed` if the store works again.
+        self.settle_pending();
         // From here on no event of a run's task is committed; what still runs gets a durable
         // `run.interrupted` after its last committed event, under the same lock, so a task's
         // last flush either precedes it or is dropped.
@@ -820,6 +881,67 @@ impl Gateway {
     /// command line takes effect without a restart).
     fn config(&self) -> Arc<Config> {
         self.inner.config.current()
+    }
+
+    /// Stores the terminal events kept in memory for runs the store failed under (issue 12
+    /// §2), oldest run first; each one stored leaves memory. Stops at the first the store
+    /// still refuses. One whose seq was taken meanwhile (the run was interrupted at a
+    /// shutdown) is dropped: the store's account wins.
+    fn settle_pending(&self) {
+        let mut pending = self
+            .inner
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pending.is_empty() {
+            return;
+        }
+        let mut run_ids: Vec<String> = pending.keys().cloned().collect();
+        run_ids.sort();
+        for run_id in run_ids {
+            let Some(event) = pending.get(&run_id) else {
+                continue;
+            };
+            match self.inner.store.append_events(std::slice::from_ref(event)) {
+                Ok(()) => {
+                    tracing::info!(%run_id, seq = event.seq, "stored the run's run.failed now that the store works");
+                    pending.remove(&run_id);
+                }
+                Err(
+                    crate::store::StoreError::SeqGap { .. }
+                    | crate::store::StoreError::NotFound { .. },
+                ) => {
+                    tracing::warn!(%run_id, "dropped a run.failed kept in memory: the run's log moved on");
+                    pending.remove(&run_id);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// `Ok` when the store can be written (issue 12 §2): no failure, or a probe write that
+    /// succeeds now — then the terminal events kept in memory are stored. While the disk is
+    /// full no run starts: a small write may still succeed, but the run would fail at its
+    /// first batch of events.
+    ///
+    /// # Errors
+    /// `store.unavailable` (retryable) with the failure's remediation.
+    fn store_writable(&self) -> Result<(), GatewayError> {
+        if let Some(failure) = self.inner.store.probe() {
+            return Err(failure.error);
+        }
+        self.settle_pending();
+        Ok(())
+    }
+
+    /// The terminal event kept in memory for `run_id`, if any (see [`Gateway::settle_pending`]).
+    fn pending_terminal(&self, run_id: &str) -> Option<AgentEvent> {
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(run_id)
+            .cloned()
     }
 
     fn record(&self, run_id: &str) -> Result<RunRecord, GatewayError> {
@@ -1090,6 +1212,9 @@ struct EventWriter {
     live: Arc<LiveRun>,
     pending: Vec<AgentEvent>,
     last_seq: u64,
+    // Set when the store failed under this run: the run has ended with `run.failed`, and
+    // everything its work still emits is dropped.
+    failed: bool,
 }
 
 impl EventWriter {
@@ -1100,6 +1225,7 @@ impl EventWriter {
             live,
             pending: Vec::new(),
             last_seq,
+            failed: false,
         }
     }
 
@@ -1142,6 +1268,9 @@ impl EventWriter {
     /// Commit pending events (the store updates the run record from them in the same
     /// transaction), then announce them.
     fn flush(&mut self) {
+        if self.failed {
+            self.pending.clear();
+        }
         if self.pending.is_empty() {
             return;
         }
@@ -1158,10 +1287,60 @@ impl EventWriter {
         let committed = inner.store.append_events(&events);
         drop(halted);
         if let Err(error) = committed {
-            tracing::error!(%error, "could not store run events");
+            if error.is_io() {
+                self.fail_on_store(error);
+            } else {
+                tracing::error!(%error, "could not store run events");
+            }
             return;
         }
         self.last_seq = events.last().map_or(self.last_seq, |e| e.seq);
+        self.live.committed.send_replace(self.last_seq);
+    }
+}
+
+impl EventWriter {
+    /// The store could not take the run's events (disk full, I/O error; issue 12 §2): the
+    /// events not stored are lost, so the run cannot go on. Stop its work and end it with
+    /// `run.failed` (`store.unavailable`, retryable: resume redoes it once the disk has
+    /// space) at the seq after the last stored event — stored now if the store takes it,
+    /// else kept in memory, delivered to subscribers from there and stored once the store
+    /// works again ([`Gateway::settle_pending`]).
+    fn fail_on_store(&mut self, error: crate::store::StoreError) {
+        tracing::error!(run_id = %self.run_id, %error, "could not store the run's events; the run fails");
+        self.failed = true;
+        self.pending.clear();
+        self.live.cancel.store(true, Ordering::Relaxed);
+        self.live.cancel_token.cancel();
+        self.live.cancelled.notify_waiters();
+        let event = AgentEvent::new(
+            self.run_id.clone(),
+            self.last_seq + 1,
+            review::now_rfc3339(),
+            crate::protocol::RunFailed {
+                error: GatewayError::from(error).into(),
+            },
+        );
+        let inner = &self.gateway.inner;
+        let halted = inner
+            .halted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *halted {
+            return;
+        }
+        match inner.store.append_events(std::slice::from_ref(&event)) {
+            Ok(()) => self.last_seq = event.seq,
+            Err(_) => {
+                inner
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(self.run_id.clone(), event);
+            }
+        }
+        drop(halted);
+        // Wake the subscribers: they read what is stored, then the event kept in memory.
         self.live.committed.send_replace(self.last_seq);
     }
 }
@@ -1188,6 +1367,8 @@ struct Subscription {
     buffer: VecDeque<AgentEvent>,
     committed: Option<watch::Receiver<u64>>,
     done: bool,
+    // Whether the end of the stream looked for a terminal event kept in memory.
+    last_word: bool,
 }
 
 impl Subscription {
@@ -1201,7 +1382,18 @@ impl Subscription {
                 return Some((event, self));
             }
             if self.done {
-                return None;
+                // The run's `run.failed` kept in memory when the store could not take it
+                // follows the last stored event; delivered once, then the stream ends.
+                if self.last_word {
+                    return None;
+                }
+                self.last_word = true;
+                let event = self.gateway.pending_terminal(&self.run_id)?;
+                if event.seq != self.cursor + 1 {
+                    return None;
+                }
+                self.cursor = event.seq;
+                return Some((event, self));
             }
             if let Some(rx) = self.committed.as_mut() {
                 rx.borrow_and_update();
@@ -1222,7 +1414,8 @@ impl Subscription {
                 Ok(_) => {}
                 Err(error) => {
                     tracing::error!(run_id = %self.run_id, %error, "could not read run events");
-                    return None;
+                    self.done = true;
+                    continue;
                 }
             }
             match self.committed.as_mut() {

@@ -25,7 +25,7 @@ pub mod request;
 
 pub use capability::{
     Capabilities, CommandCapabilities, Health, Limits, ProviderHealth, ProviderStatus,
-    RuleCapabilities, ToolCallResult, ToolDescription,
+    RuleCapabilities, StoreHealth, StoreStatus, ToolCallResult, ToolDescription,
 };
 pub use codec::{
     Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,

@@ -48,8 +48,9 @@ use review_agent_gateway::protocol::{
     ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
     RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
     RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState, ScopeSelection,
-    SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged, TextDelta, ToolCallResult,
-    ToolCompleted, ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
+    SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged, StoreHealth, StoreStatus,
+    TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted, Usage, Warning,
+    encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -865,6 +866,7 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     ts.union("FindingSource", &variants!(FindingSource: Rule, Model));
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
     ts.union("RunKind", &variants!(RunKind: Review, Chat));
+    ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));
     ts.union(
         "InterruptReason",
         &variants!(InterruptReason: Shutdown, Crash),
@@ -1088,8 +1090,22 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             status,
         })
         .collect(),
+        store: StoreHealth {
+            status: StoreStatus::Ok,
+            error: None,
+            since: None,
+        },
     };
     ts.value("Health", "constructed health", &health);
+    let unavailable = Health {
+        store: StoreHealth {
+            status: StoreStatus::Unavailable,
+            error: Some(error_object()),
+            since: Some("2026-01-01T00:00:00.000Z".into()),
+        },
+        ..health.clone()
+    };
+    ts.value("Health", "health with the store unavailable", &unavailable);
     ts.value("Capabilities", "constructed capabilities", &capabilities());
     ts.value("ErrorObject", "constructed error", &error_object());
     for commit in [None, Some("b".repeat(40))] {

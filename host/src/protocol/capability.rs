@@ -19,6 +19,35 @@ pub struct Health {
     pub uptime_seconds: u64,
     /// Configured model providers and whether each can be used now.
     pub providers: Vec<ProviderHealth>,
+    /// Whether the run store can be written now (issue 12 §2).
+    pub store: StoreHealth,
+}
+
+/// The run store in [`Health::store`]: `ok`, or `unavailable` with the error a run would get
+/// (`store.unavailable`, retryable, with its remediation) and since when. While unavailable,
+/// each health request retries a small write, so the answer turns `ok` as soon as the disk
+/// accepts writes again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreHealth {
+    /// `ok` or `unavailable`.
+    pub status: StoreStatus,
+    /// Why it is unavailable; absent when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<super::envelope::ErrorObject>,
+    /// RFC 3339 time of the first failure; absent when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// [`StoreHealth::status`]. Wire form: snake_case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreStatus {
+    /// Writes succeed.
+    Ok,
+    /// The last write failed (disk full, I/O error) and none has succeeded since.
+    Unavailable,
 }
 
 /// One configured provider in [`Health::providers`] (draft §5).
