@@ -1574,3 +1574,119 @@ fn runtime() -> Result<tokio::runtime::Handle, GatewayError> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    /// A gateway over a fresh store, with a run of `stored` events and no task.
+    fn gateway_with_run(dir: &std::path::Path, stored: u64) -> (Gateway, String) {
+        let config = dir.join("config.toml");
+        std::fs::write(&config, "").expect("config");
+        let loaded = Config::load(Some(&config)).expect("load");
+        let store = Store::open(&dir.join("gateway.redb")).expect("store");
+        let run_id = "run_01TEST".to_owned();
+        store
+            .create_run(&RunRecord::new(
+                run_id.clone(),
+                None,
+                RunKind::Review,
+                RunState::Running,
+                serde_json::json!({}),
+                review::now_rfc3339(),
+            ))
+            .expect("create");
+        let events: Vec<AgentEvent> = (1..=stored)
+            .map(|seq| {
+                AgentEvent::new(
+                    run_id.clone(),
+                    seq,
+                    review::now_rfc3339(),
+                    StageChanged {
+                        stage: Stage::Rules,
+                        message: None,
+                    },
+                )
+            })
+            .collect();
+        store.append_events(&events).expect("append");
+        let gateway = Gateway::open(loaded, store, "0.0.0").expect("gateway");
+        (gateway, run_id)
+    }
+
+    /// Issue 12 §2: when a full disk refuses even the run's `run.failed`, it is kept in memory:
+    /// a follower's stream ends with it after the stored events, the run reads `failed`, and
+    /// once the store takes it (`settle_pending`) it is in the log and leaves memory.
+    #[tokio::test]
+    async fn a_terminal_event_the_store_refused_is_delivered_then_stored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Opening the gateway marks the running run interrupted (seq 3): use it as the base.
+        let (gateway, run_id) = gateway_with_run(dir.path(), 2);
+        let last = gateway.run_view(&run_id).expect("view").last_seq;
+        let error = GatewayError::from(crate::store::StoreError::Io {
+            path: Some(dir.path().join("gateway.redb")),
+            message: "No space left on device (os error 28)".into(),
+            previous: false,
+        });
+        let failed = AgentEvent::new(
+            run_id.clone(),
+            last + 1,
+            review::now_rfc3339(),
+            crate::protocol::RunFailed {
+                error: error.clone().into(),
+            },
+        );
+        gateway
+            .inner
+            .pending
+            .lock()
+            .expect("pending")
+            .insert(run_id.clone(), failed.clone());
+
+        let followed: Vec<AgentEvent> = gateway
+            .subscribe(&run_id, 0)
+            .expect("subscribe")
+            .collect()
+            .await;
+        let seqs: Vec<u64> = followed.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=last + 1).collect::<Vec<_>>());
+        assert_eq!(followed.last(), Some(&failed));
+        let view = gateway.run_view(&run_id).expect("view");
+        assert_eq!((view.state, view.last_seq), (RunState::Failed, last + 1));
+        assert_eq!(view.error.map(|e| e.code), Some(error.code.to_owned()));
+        assert!(
+            error.remediation.contains("no restart"),
+            "{}",
+            error.remediation
+        );
+        // A cursor past it gets nothing more.
+        let after: Vec<AgentEvent> = gateway
+            .subscribe(&run_id, last + 1)
+            .expect("subscribe")
+            .collect()
+            .await;
+        assert!(after.is_empty(), "{after:?}");
+
+        gateway.settle_pending();
+        assert!(
+            gateway.pending_terminal(&run_id).is_none(),
+            "stored, so not in memory"
+        );
+        let stored = gateway
+            .inner
+            .store
+            .events_after(&run_id, last, 10)
+            .expect("read");
+        assert_eq!(stored, [failed]);
+        assert_eq!(
+            gateway
+                .inner
+                .store
+                .get_run(&run_id)
+                .expect("get")
+                .map(|r| r.state),
+            Some(RunState::Failed)
+        );
+    }
+}
