@@ -289,8 +289,9 @@ export interface Health {
   uptimeSeconds: number;
   providers: { id: string; kind: string; status: ProviderStatus }[];
   /** Whether the run store can be written: `unavailable` (disk full, I/O error) with the
-   * error a new run gets and since when; it turns `ok` by itself once writes succeed. */
-  store: StoreHealth;
+   * error a new run gets and since when; it turns `ok` by itself once writes succeed. Always
+   * sent by this gateway (optional in the protocol draft). */
+  store?: StoreHealth;
 }
 
 export type StoreStatus = "ok" | "unavailable";

@@ -273,7 +273,7 @@ impl Gateway {
             gateway_version: self.inner.gateway_version.clone(),
             uptime_seconds: self.inner.started.elapsed().as_secs(),
             providers: futures_util::future::join_all(probes).await,
-            store,
+            store: Some(store),
         }
     }
 

@@ -1090,19 +1090,19 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             status,
         })
         .collect(),
-        store: StoreHealth {
+        store: Some(StoreHealth {
             status: StoreStatus::Ok,
             error: None,
             since: None,
-        },
+        }),
     };
     ts.value("Health", "constructed health", &health);
     let unavailable = Health {
-        store: StoreHealth {
+        store: Some(StoreHealth {
             status: StoreStatus::Unavailable,
             error: Some(error_object()),
             since: Some("2026-01-01T00:00:00.000Z".into()),
-        },
+        }),
         ..health.clone()
     };
     ts.value("Health", "health with the store unavailable", &unavailable);

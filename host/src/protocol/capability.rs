@@ -19,8 +19,11 @@ pub struct Health {
     pub uptime_seconds: u64,
     /// Configured model providers and whether each can be used now.
     pub providers: Vec<ProviderHealth>,
-    /// Whether the run store can be written now (issue 12 §2).
-    pub store: StoreHealth,
+    /// Whether the run store can be written now (issue 12 §2). This gateway always sends it;
+    /// optional on the wire because the draft's §5 example has none (DESIGN §5: nothing
+    /// required may be added inside `/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreHealth>,
 }
 
 /// The run store in [`Health::store`]: `ok`, or `unavailable` with the error a run would get
