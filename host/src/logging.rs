@@ -10,17 +10,21 @@
 //!    the HTTP and WebSocket crates ([`CAPPED_TARGETS`]): at `debug`/`trace` they print whole
 //!    handshakes and header maps (tungstenite logged `authorization: Bearer <token>`). The cap
 //!    is combined with the user's filter, not added to it, so no directive lifts it.
-//! 2. [`RedactingWriter`]: each formatted line goes through the default [`Redactor`]
-//!    (`Authorization`/`Bearer` values, token formats, secret-looking environment values) plus
-//!    the secrets registered with [`add_secret`] (the gateway's token: a bare hex string no
-//!    pattern recognizes, e.g. in a `bearer.<token>` WebSocket subprotocol).
+//! 2. [`RedactingFields`]: each event's message and fields (and each span's fields) go
+//!    through the default [`Redactor`] (`Authorization`/`Bearer` values, token formats,
+//!    secret-looking environment values) plus the secrets registered with [`add_secret`] (the
+//!    gateway's token: a bare hex string no pattern recognizes, e.g. in a `bearer.<token>`
+//!    WebSocket subprotocol). The timestamp, level and target are not redacted: a target such
+//!    as `…::security::secrets:` followed by a message would read as a secret assignment.
 
-use std::io::{self, Write};
+use std::io;
 use std::sync::{LazyLock, PoisonError, RwLock};
 
 use tracing::level_filters::LevelFilter;
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
-use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
 use tracing_subscriber::layer::Filter;
 
 use crate::security::Redactor;
@@ -61,15 +65,16 @@ where
 }
 
 /// Installs the process's subscriber: formatted lines on stderr (ANSI colours on a terminal),
-/// filtered by [`filter`] with `default`, redacted by [`RedactingWriter`]. Does nothing when a
-/// subscriber is already installed.
+/// filtered by [`filter`] with `default`, fields redacted by [`RedactingFields`]. Does nothing
+/// when a subscriber is already installed.
 pub fn init_stderr(default: &str) {
     use std::io::IsTerminal;
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let layer = tracing_subscriber::fmt::layer()
-        .with_writer(RedactingWriter::new(io::stderr))
+        .fmt_fields(RedactingFields::default())
+        .with_writer(io::stderr)
         .with_ansi(io::stderr().is_terminal())
         .with_filter(filter(default));
     let _ = tracing_subscriber::registry().with(layer).try_init();
@@ -100,45 +105,25 @@ pub fn redact_line(line: &str) -> String {
         .into_owned()
 }
 
-// === impl RedactingWriter ===
+// === impl RedactingFields ===
 
-/// A [`MakeWriter`] whose writers redact what they are given before passing it to the inner
-/// writer. `tracing_subscriber`'s formatter writes each event as one buffer, so a secret is
-/// never split across two writes.
-#[derive(Debug, Clone)]
-pub struct RedactingWriter<M> {
-    inner: M,
-}
+/// The fields formatter of every log output (`fmt::layer().fmt_fields(..)`): the default
+/// rendering of the message and fields, passed through [`redact_line`] as a whole (so a
+/// secret split over the message and a field is still found).
+#[derive(Debug, Default)]
+pub struct RedactingFields(DefaultFields);
 
-impl<M> RedactingWriter<M> {
-    /// Wraps `inner` (e.g. `std::io::stderr`, or a `Mutex<File>`).
-    pub fn new(inner: M) -> Self {
-        RedactingWriter { inner }
-    }
-}
-
-impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for RedactingWriter<M> {
-    type Writer = Redacting<M::Writer>;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        Redacting(self.inner.make_writer())
-    }
-}
-
-/// One writer of a [`RedactingWriter`].
-#[derive(Debug)]
-pub struct Redacting<W>(W);
-
-impl<W: Write> Write for Redacting<W> {
-    /// Redacts `buf` (lossily decoded as UTF-8) and writes all of it; returns `buf.len()`.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        self.0.write_all(redact_line(&text).as_bytes())?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
+impl<'writer> FormatFields<'writer> for RedactingFields {
+    /// Renders `fields` like [`DefaultFields`] (without ANSI styling), redacts the text and
+    /// writes it to `writer`.
+    fn format_fields<R: RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut rendered = String::new();
+        self.0.format_fields(Writer::new(&mut rendered), fields)?;
+        writer.write_str(&redact_line(&rendered))
     }
 }
 
@@ -153,10 +138,10 @@ mod tests {
                     authorization: Bearer 0123456789abcdef0123456789abcdef";
         let out = redact_line(line);
         assert!(!out.contains("0123456789abcdef0123456789abcdef"), "{out}");
-        let mut sink = Vec::new();
-        Redacting(&mut sink)
-            .write_all(line.as_bytes())
-            .expect("write to a Vec");
-        assert!(!String::from_utf8_lossy(&sink).contains("0123456789abcdef0123456789abcdef"));
+        // A message that merely follows a target named `secrets` is left alone.
+        assert_eq!(
+            redact_line("no OS keyring; trying the key file"),
+            "no OS keyring; trying the key file"
+        );
     }
 }

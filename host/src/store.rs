@@ -183,7 +183,11 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
     let mut builder = builder(WRITER_CACHE_BYTES);
     builder.set_check_integrity_on_open(true);
     let db = builder.create(path).map_err(|source| match source {
-        redb::DatabaseError::Storage(storage) => StoreError::from(storage).at(path),
+        // The disk failed (e.g. ENOSPC while repairing): the store recovers once it works. A
+        // file that is not a database is an `Io` error without an OS error code: `Open`.
+        redb::DatabaseError::Storage(redb::StorageError::Io(e)) if e.raw_os_error().is_some() => {
+            StoreError::from(redb::StorageError::Io(e)).at(path)
+        }
         source => StoreError::Open {
             path: path.to_owned(),
             source,

@@ -125,7 +125,7 @@ pub(crate) fn native_host_command(args: NativeHostArgs) -> ExitCode {
 /// filtered and redacted by [`review_agent_gateway::logging`] (`REVIEW_AGENT_GATEWAY_LOG`,
 /// default `info`). Never stdout.
 fn init_logging(paths: Option<&Paths>) {
-    use review_agent_gateway::logging::{RedactingWriter, filter};
+    use review_agent_gateway::logging::{RedactingFields, filter};
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -137,12 +137,14 @@ fn init_logging(paths: Option<&Paths>) {
         native::open_private_append(&path).ok()
     });
     let stderr_layer = tracing_subscriber::fmt::layer()
-        .with_writer(RedactingWriter::new(std::io::stderr))
+        .fmt_fields(RedactingFields::default())
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_filter(filter("info"));
     let file_layer = file.map(|file| {
         tracing_subscriber::fmt::layer()
-            .with_writer(RedactingWriter::new(std::sync::Mutex::new(file)))
+            .fmt_fields(RedactingFields::default())
+            .with_writer(std::sync::Mutex::new(file))
             .with_ansi(false)
             .with_filter(filter("info"))
     });
