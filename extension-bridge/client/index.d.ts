@@ -76,7 +76,8 @@ export interface ReviewFinding {
 
 export type AgentEventType =
   | "run.created" | "stage.changed" | "context.added" | "tool.started" | "tool.completed"
-  | "text.delta" | "finding.created" | "warning" | "run.completed" | "run.failed" | "run.cancelled";
+  | "text.delta" | "finding.created" | "warning" | "run.completed" | "run.failed" | "run.cancelled"
+  | "run.interrupted";
 
 /** Envelope of every AgentEvent; the type's own fields are flattened in. */
 interface EventEnvelope<T extends AgentEventType> {
@@ -201,11 +202,23 @@ export interface RunCancelledEvent extends EventEnvelope<"run.cancelled"> {
   reason?: string;
 }
 
+/** Why the daemon interrupted a run: `shutdown` (stopped with the run going, after its grace)
+ * or `crash` (the daemon ended without stopping it; found at the next start). */
+export type InterruptReason = "shutdown" | "crash";
+
+/** The daemon stopped while the run was going. Ends the stream like a terminal event; a
+ * review is resumable (`resume(runId)`) and its events then continue after this one. */
+export interface RunInterruptedEvent extends EventEnvelope<"run.interrupted"> {
+  reason: InterruptReason;
+  /** `true` for a review, `false` for a chat (send it again). */
+  resumable: boolean;
+}
+
 /** One event of a run; narrow on `type`. Events of other types are skipped by the client. */
 export type AgentEvent =
   | RunCreatedEvent | StageChangedEvent | ContextAddedEvent | ToolStartedEvent
   | ToolCompletedEvent | TextDeltaEvent | FindingCreatedEvent | WarningEvent
-  | RunCompletedEvent | RunFailedEvent | RunCancelledEvent;
+  | RunCompletedEvent | RunFailedEvent | RunCancelledEvent | RunInterruptedEvent;
 
 // === Requests (draft §7, §8; request.rs) ===
 
@@ -283,6 +296,20 @@ export interface Health {
   /** The daemon's config.toml: `invalid` while the file on disk does not check (the daemon
    * serves with its last valid configuration meanwhile). Absent from older gateways. */
   config?: { status: "ok" | "invalid"; error?: ErrorObject };
+  /** Whether the run store can be written: `unavailable` (disk full, I/O error) with the
+   * error a new run gets and since when; it turns `ok` by itself once writes succeed. Always
+   * sent by this gateway (optional in the protocol draft). */
+  store?: StoreHealth;
+}
+
+export type StoreStatus = "ok" | "unavailable";
+
+export interface StoreHealth {
+  status: StoreStatus;
+  /** Absent when `ok`. */
+  error?: ErrorObject;
+  /** RFC 3339 time of the first failure; absent when `ok`. */
+  since?: string;
 }
 
 /** GET /v1/capabilities data (also the gateway hello's `capabilities`). */
@@ -453,12 +480,12 @@ export declare class Gateway {
   resume(runId: string): Promise<RunView>;
   /** Starts a chat; yields its events (`text.delta`, tool events, then a terminal one). */
   chat(request: ChatRequest): AsyncGenerator<AgentEvent, void>;
-  /** Events of a run after `afterSeq`, until it ends (or, for a run the daemon left
-   * `interrupted`, until its stored events are drained); followed again after a drop. */
+  /** Events of a run after `afterSeq`, until it ends (`run.interrupted` included); followed
+   * again after a drop. */
   events(runId: string, afterSeq?: number): AsyncGenerator<AgentEvent, void>;
   /** Starts a review; yields its events once each, in seq order (unknown types skipped),
-   * following the run again from the last seq after a drop and resuming it if the daemon left
-   * it `interrupted`. */
+   * following the run again from the last seq after a drop, and resuming it after a
+   * `run.interrupted` (or when it finds it `interrupted`). */
   review(request: ReviewRequest): AsyncGenerator<AgentEvent, void>;
 }
 

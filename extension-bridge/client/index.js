@@ -15,8 +15,9 @@ const CHANNEL = "review-agent-gateway";
 export const EVENT_TYPES = new Set([
   "run.created", "stage.changed", "context.added", "tool.started", "tool.completed",
   "text.delta", "finding.created", "warning", "run.completed", "run.failed", "run.cancelled",
+  "run.interrupted",
 ]);
-const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled"]);
+const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.interrupted"]);
 
 /** An error answered by the gateway (the common error object) or raised by a transport. */
 export class GatewayError extends Error {
@@ -295,15 +296,17 @@ export class Gateway {
   /** Starts a chat (POST /v1/chat, an event stream like a review's: `text.delta`s, tool events,
    * then `run.completed`) and yields its AgentEvents, followed again after a drop. */
   chat(request) { return this.#events("POST", "/v1/chat", request, false); }
-  /** The events of a run after `afterSeq` (0: all), until the run ends (or, if the daemon
-   * stopped while it ran, until its stored events are drained: the run is then `interrupted`). */
+  /** The events of a run after `afterSeq` (0: all), until the run ends: `run.completed`,
+   * `run.failed`, `run.cancelled` or `run.interrupted` (the daemon stopped while it ran; resume
+   * it to go on). */
   events(runId, afterSeq = 0) {
     return this.#events("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${afterSeq}`, undefined, false);
   }
   /** Starts a review (POST /v1/reviews) and yields its AgentEvents until the run ends. A stream
    * that drops (retryable error) or ends early is followed again from the last seq seen
-   * (`/v1/runs/:runId/events?after=`); a run the daemon left `interrupted` (it stopped
-   * mid-review) is resumed first. Each event is yielded once, in seq order. */
+   * (`/v1/runs/:runId/events?after=`); on `run.interrupted` (the daemon stopped mid-review),
+   * or for a run found `interrupted`, the run is resumed and followed after that event. Each
+   * event is yielded once, in seq order. */
   review(request) { return this.#events("POST", "/v1/reviews", request, true); }
 
   async *#events(method, path, body, resumeInterrupted) {
@@ -350,6 +353,16 @@ export class Gateway {
         runId ??= event?.runId ?? null;
         if (!EVENT_TYPES.has(event?.type)) { console.debug("review-agent-gateway: ignoring event", event?.type); continue; }
         yield event;
+        if (event.type === "run.interrupted" && resumeInterrupted && event.resumable !== false) {
+          // The daemon stopped while the review was going: treat it as a stream that ended
+          // early, so the run is resumed (now, or once the daemon is back) and followed after
+          // this event.
+          current.stop();
+          const drained = new Queue();
+          drained.end();
+          current = { queue: drained, stop() {} };
+          continue;
+        }
         if (TERMINAL.has(event.type)) return;
       }
     } finally {

@@ -129,6 +129,7 @@
         if (event.type === "finding.created") { found++; showFinding(event.finding); }
         if (event.type === "stage.changed") setStatus("running", `${event.stage ?? "running"}… (${found} findings, via ${gateway.transportKind})`);
         if (event.type === "run.failed") throw new Error(event.error?.message ?? "the review failed");
+        if (event.type === "run.interrupted") setStatus("running", `the gateway stopped; resuming… (${found} findings)`);
         if (event.type === "run.completed" || event.type === "run.cancelled") {
           const run = await gateway.getRun(event.runId);
           panel.dataset.runFindings = run.findings.length;

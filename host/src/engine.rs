@@ -31,9 +31,9 @@ use crate::conversation::Budget as RunBudget;
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     AgentEvent, Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, ErrorObject,
-    EventPayload, Health, Limits, ProviderHealth, ProviderStatus, RepositoryMappingRequest,
-    ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind, RunState, Stage,
-    StageChanged,
+    EventPayload, Health, InterruptReason, Limits, ProviderHealth, ProviderStatus,
+    RepositoryMappingRequest, ReviewFinding, ReviewRequest, RuleCapabilities, RunCreated, RunKind,
+    RunState, Stage, StageChanged, StoreHealth, StoreStatus,
 };
 use crate::review::model::ModelReview;
 use crate::review::{self, ReviewOptions, RunControl, new_id};
@@ -142,6 +142,10 @@ struct Inner {
     probes: Mutex<HashMap<String, ProbeSlot>>,
     // The providers' HTTP clients, shared by every run of this process (one runtime).
     clients: crate::providers::ClientPool,
+    // Terminal `run.failed` events of runs the store failed under (disk full), by run id,
+    // until the store takes them (`settle_pending`). Invariant: each one's seq is its run's
+    // stored `lastSeq` + 1 when it was made; subscribers deliver it after the stored events.
+    pending: Mutex<HashMap<String, AgentEvent>>,
 }
 
 /// The health probes of one provider configuration (single flight, see [`Gateway::health`]).
@@ -233,6 +237,7 @@ impl Gateway {
                 indexing: Mutex::new(HashSet::new()),
                 probes: Mutex::new(HashMap::new()),
                 clients: crate::providers::ClientPool::new(),
+                pending: Mutex::new(HashMap::new()),
             }),
         };
         gateway.purge()?;
@@ -271,6 +276,8 @@ impl Gateway {
     /// the background. So health never waits on a provider once it has answered, and polling it
     /// — from any page, health needs no token — costs each provider at most one request (which
     /// carries the user's key) per 10 s.
+    ///
+    /// `store` says whether the run store can be written (issue 12 §2).
     pub async fn health(&self) -> Health {
         let config = self.config();
         let probes = config.providers.iter().map(|p| {
@@ -300,6 +307,28 @@ impl Gateway {
                 }
             }
         });
+        // The store: while it is failing, each health request retries a small write (and
+        // stores the terminal events kept in memory once it works again).
+        let gateway = self.clone();
+        let failure = tokio::task::spawn_blocking(move || {
+            let failure = gateway.inner.store.probe();
+            gateway.settle_pending();
+            failure
+        })
+        .await
+        .unwrap_or(None);
+        let store = match failure {
+            None => StoreHealth {
+                status: StoreStatus::Ok,
+                error: None,
+                since: None,
+            },
+            Some(failure) => StoreHealth {
+                status: StoreStatus::Unavailable,
+                error: Some(failure.error.into()),
+                since: Some(failure.since),
+            },
+        };
         Health {
             service: "review-agent-gateway".into(),
             protocol_version: PROTOCOL_VERSION.into(),
@@ -308,6 +337,7 @@ impl Gateway {
             providers: futures_util::future::join_all(probes).await,
             // After `self.config()` above, which re-read a changed file.
             config: Some(self.inner.config.health()),
+            store: Some(store),
         }
     }
 
@@ -522,6 +552,7 @@ impl Gateway {
             .map_err(|e| invalid(format!("the review request is not valid: {e}")))?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
+        self.store_writable()?;
 
         let hash = payload_hash(&body);
         let run_id = new_id("run");
@@ -621,6 +652,7 @@ impl Gateway {
         let request: crate::protocol::ChatRequest = serde_json::from_value(body.clone())
             .map_err(|e| invalid(format!("the chat request is not valid: {e}")))?;
         let options = self.chat_options(&request)?;
+        self.store_writable()?;
         let run_id = new_id("run");
         if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {
             return Ok(existing);
@@ -737,6 +769,23 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
+        self.store_writable()?;
+        if let Some(failed) = self.pending_terminal(run_id) {
+            // Its `run.failed` is not stored yet: resuming now would reuse its seq.
+            let remediation = match failed.payload {
+                EventPayload::RunFailed(failed) => failed.error.remediation,
+                _ => "Retry in a moment.".to_owned(),
+            };
+            return Err(GatewayError::new(
+                codes::STORE_UNAVAILABLE,
+                format!(
+                    "run {run_id} failed because the store could not write, and the store \
+                     cannot record that yet"
+                ),
+                remediation,
+            )
+            .retryable());
+        }
         let record = self.record(run_id)?;
         let resumable = matches!(
             record.state,
@@ -823,17 +872,27 @@ impl Gateway {
                 }
             }
         }
+        // A `run.failed` the store could not take yet (disk full) is the run's end already.
+        let (mut state, mut error, mut last_seq) = (record.state, record.error, record.last_seq);
+        if let Some(pending) = self.pending_terminal(run_id)
+            && pending.seq > last_seq
+            && let EventPayload::RunFailed(failed) = pending.payload
+        {
+            state = RunState::Failed;
+            error = Some(failed.error);
+            last_seq = pending.seq;
+        }
         Ok(RunView {
             run_id: record.run_id,
             request_id: record.request_id,
             kind: record.kind,
-            state: record.state,
+            state,
             stage: record.stage,
             completed_stages: record.completed_stages,
             findings,
             budget,
-            error: record.error,
-            last_seq: record.last_seq,
+            error,
+            last_seq,
             created_at: record.created_at,
             updated_at: record.updated_at,
         })
@@ -859,13 +918,15 @@ impl Gateway {
             buffer: VecDeque::new(),
             committed: self.live(run_id).map(|l| l.committed.subscribe()),
             done: false,
+            last_word: false,
         };
         Ok(futures_util::stream::unfold(state, Subscription::next))
     }
 
     /// Stop accepting runs, wait up to `grace` for running ones, then stop committing events,
-    /// mark what still runs `interrupted` (its committed events stay; resume continues it after
-    /// a restart) and cancel it, so model streams close and subscriptions end. The caller then
+    /// end what still runs with a durable `run.interrupted` (its committed events stay; resume
+    /// continues it after a restart) and cancel it, so model streams close and subscriptions
+    /// end with that event. The caller then
     /// ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
@@ -888,20 +949,28 @@ impl Gateway {
                 "shutting down: interrupting the runs still going (resume them after a restart)"
             );
         }
-        // From here on no event is committed; what still runs is interrupted.
-        *self
-            .inner
-            .halted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = true;
-        for run_id in self.live_ids() {
-            let result = self.inner.store.update_run(&run_id, |r| {
-                r.state = RunState::Interrupted;
-                r.updated_at = review::now_rfc3339();
-            });
-            if let Err(error) = result {
-                tracing::error!(%run_id, %error, "could not mark the run interrupted");
+        // A run that failed on a full disk records its `run.failed` if the store works again.
+        self.settle_pending();
+        // From here on no event of a run's task is committed; what still runs gets a durable
+        // `run.interrupted` after its last committed event, under the same lock, so a task's
+        // last flush either precedes it or is dropped.
+        let live = self.live_ids();
+        {
+            let mut halted = self
+                .inner
+                .halted
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *halted = true;
+            if let Err(error) = self
+                .inner
+                .store
+                .interrupt_runs(&live, InterruptReason::Shutdown)
+            {
+                tracing::error!(runs = live.len(), %error, "could not mark the runs interrupted");
             }
+        }
+        for run_id in live {
             // Stop its work (a model stream is dropped at once); its task then ends, which
             // ends its subscribers' streams, so the server's connections can close.
             if let Some(live) = self.live(&run_id) {
@@ -918,6 +987,67 @@ impl Gateway {
     /// command line takes effect without a restart).
     fn config(&self) -> Arc<Config> {
         self.inner.config.current()
+    }
+
+    /// Stores the terminal events kept in memory for runs the store failed under (issue 12
+    /// §2), oldest run first; each one stored leaves memory. Stops at the first the store
+    /// still refuses. One whose seq was taken meanwhile (the run was interrupted at a
+    /// shutdown) is dropped: the store's account wins.
+    fn settle_pending(&self) {
+        let mut pending = self
+            .inner
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if pending.is_empty() {
+            return;
+        }
+        let mut run_ids: Vec<String> = pending.keys().cloned().collect();
+        run_ids.sort();
+        for run_id in run_ids {
+            let Some(event) = pending.get(&run_id) else {
+                continue;
+            };
+            match self.inner.store.append_events(std::slice::from_ref(event)) {
+                Ok(()) => {
+                    tracing::info!(%run_id, seq = event.seq, "stored the run's run.failed now that the store works");
+                    pending.remove(&run_id);
+                }
+                Err(
+                    crate::store::StoreError::SeqGap { .. }
+                    | crate::store::StoreError::NotFound { .. },
+                ) => {
+                    tracing::warn!(%run_id, "dropped a run.failed kept in memory: the run's log moved on");
+                    pending.remove(&run_id);
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// `Ok` when the store can be written (issue 12 §2): no failure, or a probe write that
+    /// succeeds now — then the terminal events kept in memory are stored. While the disk is
+    /// full no run starts: a small write may still succeed, but the run would fail at its
+    /// first batch of events.
+    ///
+    /// # Errors
+    /// `store.unavailable` (retryable) with the failure's remediation.
+    fn store_writable(&self) -> Result<(), GatewayError> {
+        if let Some(failure) = self.inner.store.probe() {
+            return Err(failure.error);
+        }
+        self.settle_pending();
+        Ok(())
+    }
+
+    /// The terminal event kept in memory for `run_id`, if any (see [`Gateway::settle_pending`]).
+    fn pending_terminal(&self, run_id: &str) -> Option<AgentEvent> {
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(run_id)
+            .cloned()
     }
 
     fn record(&self, run_id: &str) -> Result<RunRecord, GatewayError> {
@@ -1204,6 +1334,9 @@ struct EventWriter {
     live: Arc<LiveRun>,
     pending: Vec<AgentEvent>,
     last_seq: u64,
+    // Set when the store failed under this run: the run has ended with `run.failed`, and
+    // everything its work still emits is dropped.
+    failed: bool,
 }
 
 impl EventWriter {
@@ -1214,6 +1347,7 @@ impl EventWriter {
             live,
             pending: Vec::new(),
             last_seq,
+            failed: false,
         }
     }
 
@@ -1237,6 +1371,7 @@ impl EventWriter {
                 | EventPayload::RunCompleted(_)
                 | EventPayload::RunFailed(_)
                 | EventPayload::RunCancelled(_)
+                | EventPayload::RunInterrupted(_)
                 | EventPayload::TextDelta(_)
                 | EventPayload::ToolStarted(_)
                 | EventPayload::ToolCompleted(_)
@@ -1255,6 +1390,9 @@ impl EventWriter {
     /// Commit pending events (the store updates the run record from them in the same
     /// transaction), then announce them.
     fn flush(&mut self) {
+        if self.failed {
+            self.pending.clear();
+        }
         if self.pending.is_empty() {
             return;
         }
@@ -1271,10 +1409,62 @@ impl EventWriter {
         let committed = inner.store.append_events(&events);
         drop(halted);
         if let Err(error) = committed {
-            tracing::error!(%error, "could not store run events");
+            if error.is_io() {
+                self.fail_on_store(error);
+            } else {
+                tracing::error!(%error, "could not store run events");
+            }
             return;
         }
         self.last_seq = events.last().map_or(self.last_seq, |e| e.seq);
+        self.live.committed.send_replace(self.last_seq);
+    }
+}
+
+impl EventWriter {
+    /// The store could not take the run's events (disk full, I/O error; issue 12 §2): the
+    /// events not stored are lost, so the run cannot go on. Stop its work and end it with
+    /// `run.failed` (`store.unavailable`, retryable: resume redoes it once the disk has
+    /// space) at the seq after the last stored event — stored now if the store takes it,
+    /// else kept in memory, delivered to subscribers from there and stored once the store
+    /// works again ([`Gateway::settle_pending`]).
+    fn fail_on_store(&mut self, error: crate::store::StoreError) {
+        tracing::error!(run_id = %self.run_id, %error, "could not store the run's events; the run fails");
+        self.failed = true;
+        self.pending.clear();
+        self.live.cancel.store(true, Ordering::Relaxed);
+        self.live.cancel_token.cancel();
+        self.live.cancelled.notify_waiters();
+        let event = AgentEvent::new(
+            self.run_id.clone(),
+            self.last_seq + 1,
+            review::now_rfc3339(),
+            crate::protocol::RunFailed {
+                error: GatewayError::from(error).into(),
+                reviewed_files: None,
+                skipped_files: None,
+            },
+        );
+        let inner = &self.gateway.inner;
+        let halted = inner
+            .halted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *halted {
+            return;
+        }
+        match inner.store.append_events(std::slice::from_ref(&event)) {
+            Ok(()) => self.last_seq = event.seq,
+            Err(_) => {
+                inner
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .insert(self.run_id.clone(), event);
+            }
+        }
+        drop(halted);
+        // Wake the subscribers: they read what is stored, then the event kept in memory.
         self.live.committed.send_replace(self.last_seq);
     }
 }
@@ -1301,6 +1491,8 @@ struct Subscription {
     buffer: VecDeque<AgentEvent>,
     committed: Option<watch::Receiver<u64>>,
     done: bool,
+    // Whether the end of the stream looked for a terminal event kept in memory.
+    last_word: bool,
 }
 
 impl Subscription {
@@ -1314,7 +1506,18 @@ impl Subscription {
                 return Some((event, self));
             }
             if self.done {
-                return None;
+                // The run's `run.failed` kept in memory when the store could not take it
+                // follows the last stored event; delivered once, then the stream ends.
+                if self.last_word {
+                    return None;
+                }
+                self.last_word = true;
+                let event = self.gateway.pending_terminal(&self.run_id)?;
+                if event.seq != self.cursor + 1 {
+                    return None;
+                }
+                self.cursor = event.seq;
+                return Some((event, self));
             }
             if let Some(rx) = self.committed.as_mut() {
                 rx.borrow_and_update();
@@ -1335,7 +1538,8 @@ impl Subscription {
                 Ok(_) => {}
                 Err(error) => {
                     tracing::error!(run_id = %self.run_id, %error, "could not read run events");
-                    return None;
+                    self.done = true;
+                    continue;
                 }
             }
             match self.committed.as_mut() {
@@ -1529,4 +1733,122 @@ fn runtime() -> Result<tokio::runtime::Handle, GatewayError> {
             "Report this bug.",
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    /// A gateway over a fresh store, with a run of `stored` events and no task.
+    fn gateway_with_run(dir: &std::path::Path, stored: u64) -> (Gateway, String) {
+        let config = dir.join("config.toml");
+        std::fs::write(&config, "").expect("config");
+        let loaded = Config::load(Some(&config)).expect("load");
+        let store = Store::open(&dir.join("gateway.redb")).expect("store");
+        let run_id = "run_01TEST".to_owned();
+        store
+            .create_run(&RunRecord::new(
+                run_id.clone(),
+                None,
+                RunKind::Review,
+                RunState::Running,
+                serde_json::json!({}),
+                review::now_rfc3339(),
+            ))
+            .expect("create");
+        let events: Vec<AgentEvent> = (1..=stored)
+            .map(|seq| {
+                AgentEvent::new(
+                    run_id.clone(),
+                    seq,
+                    review::now_rfc3339(),
+                    StageChanged {
+                        stage: Stage::Rules,
+                        message: None,
+                    },
+                )
+            })
+            .collect();
+        store.append_events(&events).expect("append");
+        let gateway = Gateway::open(loaded, store, "0.0.0").expect("gateway");
+        (gateway, run_id)
+    }
+
+    /// Issue 12 §2: when a full disk refuses even the run's `run.failed`, it is kept in memory:
+    /// a follower's stream ends with it after the stored events, the run reads `failed`, and
+    /// once the store takes it (`settle_pending`) it is in the log and leaves memory.
+    #[tokio::test]
+    async fn a_terminal_event_the_store_refused_is_delivered_then_stored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Opening the gateway marks the running run interrupted (seq 3): use it as the base.
+        let (gateway, run_id) = gateway_with_run(dir.path(), 2);
+        let last = gateway.run_view(&run_id).expect("view").last_seq;
+        let error = GatewayError::from(crate::store::StoreError::Io {
+            path: Some(dir.path().join("gateway.redb")),
+            message: "No space left on device (os error 28)".into(),
+            previous: false,
+        });
+        let failed = AgentEvent::new(
+            run_id.clone(),
+            last + 1,
+            review::now_rfc3339(),
+            crate::protocol::RunFailed {
+                error: error.clone().into(),
+                reviewed_files: None,
+                skipped_files: None,
+            },
+        );
+        gateway
+            .inner
+            .pending
+            .lock()
+            .expect("pending")
+            .insert(run_id.clone(), failed.clone());
+
+        let followed: Vec<AgentEvent> = gateway
+            .subscribe(&run_id, 0)
+            .expect("subscribe")
+            .collect()
+            .await;
+        let seqs: Vec<u64> = followed.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=last + 1).collect::<Vec<_>>());
+        assert_eq!(followed.last(), Some(&failed));
+        let view = gateway.run_view(&run_id).expect("view");
+        assert_eq!((view.state, view.last_seq), (RunState::Failed, last + 1));
+        assert_eq!(view.error.map(|e| e.code), Some(error.code.to_owned()));
+        assert!(
+            error.remediation.contains("no restart"),
+            "{}",
+            error.remediation
+        );
+        // A cursor past it gets nothing more.
+        let after: Vec<AgentEvent> = gateway
+            .subscribe(&run_id, last + 1)
+            .expect("subscribe")
+            .collect()
+            .await;
+        assert!(after.is_empty(), "{after:?}");
+
+        gateway.settle_pending();
+        assert!(
+            gateway.pending_terminal(&run_id).is_none(),
+            "stored, so not in memory"
+        );
+        let stored = gateway
+            .inner
+            .store
+            .events_after(&run_id, last, 10)
+            .expect("read");
+        assert_eq!(stored, [failed]);
+        assert_eq!(
+            gateway
+                .inner
+                .store
+                .get_run(&run_id)
+                .expect("get")
+                .map(|r| r.state),
+            Some(RunState::Failed)
+        );
+    }
 }

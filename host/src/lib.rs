@@ -8,6 +8,7 @@ pub mod conversation;
 pub mod engine;
 pub mod error;
 pub mod globs;
+pub mod logging;
 pub mod protocol;
 pub mod providers;
 pub mod repo;

@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::protocol::{AgentEvent, Confidence, EventPayload, Severity};
+use review_agent_gateway::protocol::{
+    AgentEvent, Confidence, EventPayload, InterruptReason, Severity,
+};
 use review_agent_gateway::report::{self, ReportInput};
 use review_agent_gateway::review::{self, ReviewOptions};
 
@@ -419,30 +421,29 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     use review_agent_gateway::store::{Store, StoreCloser};
     use review_agent_gateway::transport::server::{ServeOptions, serve};
 
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    review_agent_gateway::logging::init_stderr("info");
     let setup =
         || -> Result<(Gateway, StoreCloser, LiveToken, ServeOptions, Paths), GatewayError> {
             let paths = Paths::discover()?;
             let loaded = Config::load(args.config.as_deref())?;
-            std::fs::create_dir_all(paths.state_dir()).map_err(|e| {
-                GatewayError::new(
-                    review_agent_gateway::error::codes::STORE_UNAVAILABLE,
-                    format!(
-                        "cannot create the state directory {}: {e}",
-                        paths.state_dir().display()
-                    ),
-                    "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
-                )
-            })?;
+            // Private whichever command creates it first (issue 12 §3); an existing one that
+            // others may read is repaired, with a warning.
+            review_agent_gateway::security::fs::ensure_private_dir(paths.state_dir()).map_err(
+                |e| {
+                    GatewayError::new(
+                        review_agent_gateway::error::codes::STORE_UNAVAILABLE,
+                        format!(
+                            "cannot create the state directory {} (or make it private): {e}",
+                            paths.state_dir().display()
+                        ),
+                        "Check the permissions of the directory, or set REVIEW_AGENT_GATEWAY_HOME.",
+                    )
+                },
+            )?;
             let token_file = paths.token_file();
-            let token = LiveToken::new(&token_file, Token::load_or_create(&token_file)?);
+            let token = Token::load_or_create(&token_file)?;
+            review_agent_gateway::logging::add_secret(token.expose_secret());
+            let token = LiveToken::new(&token_file, token);
             let store =
                 Store::open(&paths.store_file()).map_err(|e| store_open_error(e, &paths))?;
             let closer = store.closer();
@@ -1411,6 +1412,10 @@ fn event_summary(event: &AgentEvent) -> String {
             format!("{}: {}", failed.error.code, failed.error.message)
         }
         EventPayload::RunCancelled(cancelled) => cancelled.reason.clone().unwrap_or_default(),
+        EventPayload::RunInterrupted(interrupted) => match interrupted.reason {
+            InterruptReason::Shutdown => "the daemon was stopped; resume the run".to_owned(),
+            InterruptReason::Crash => "the daemon ended unexpectedly; resume the run".to_owned(),
+        },
     }
 }
 

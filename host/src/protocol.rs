@@ -25,7 +25,7 @@ pub mod request;
 
 pub use capability::{
     Capabilities, CommandCapabilities, ConfigHealth, ConfigStatus, Health, Limits, ProviderHealth,
-    ProviderStatus, RuleCapabilities, ToolCallResult, ToolDescription,
+    ProviderStatus, RuleCapabilities, StoreHealth, StoreStatus, ToolCallResult, ToolDescription,
 };
 pub use codec::{
     Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,
@@ -34,9 +34,9 @@ pub use codec::{
 pub use envelope::{ApiResponse, ErrorObject};
 pub use event::{
     AgentEvent, ContextAdded, ContextItem, DiffContext, EventPayload, FileContext, FindingCreated,
-    ModelContext, RevisionsContext, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted,
-    RunCreated, RunFailed, RunKind, RunState, SkippedFile, Stage, StageChanged, TextDelta,
-    ToolCompleted, ToolStarted, Usage, Warning,
+    InterruptReason, ModelContext, RevisionsContext, RuleSetSummary, RuleSetsContext, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState, SkippedFile, Stage,
+    StageChanged, TextDelta, ToolCompleted, ToolStarted, Usage, Warning,
 };
 pub use finding::{
     Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,

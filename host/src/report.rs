@@ -23,8 +23,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::protocol::{
-    AgentEvent, ContextItem, ErrorObject, EventPayload, ReviewFinding, RevisionsContext,
-    RunCompleted, RunFailed, Severity, Side, Warning,
+    AgentEvent, ContextItem, ErrorObject, EventPayload, InterruptReason, ReviewFinding,
+    RevisionsContext, RunCompleted, RunFailed, Severity, Side, Warning,
 };
 
 /// What every renderer takes: the events of one review run and the name and version of the tool
@@ -50,6 +50,14 @@ impl<'a> ReportInput<'a> {
     }
 }
 
+/// How a renderer names an interruption's reason: `daemon stopped` or `daemon crashed`.
+pub(crate) fn interrupt_reason(reason: InterruptReason) -> &'static str {
+    match reason {
+        InterruptReason::Shutdown => "daemon stopped",
+        InterruptReason::Crash => "daemon crashed",
+    }
+}
+
 // === Collected view of a run ===
 
 /// How the run ended, as far as the events tell.
@@ -61,6 +69,9 @@ pub(crate) enum Outcome<'a> {
     Failed(&'a ErrorObject),
     /// `run.cancelled` with its optional reason.
     Cancelled(Option<&'a str>),
+    /// `run.interrupted` (the daemon stopped; the run can be resumed), not followed by a later
+    /// end of a resumed run.
+    Interrupted(InterruptReason),
     /// No terminal event: the stream was cut off.
     Incomplete,
 }
@@ -98,7 +109,8 @@ impl<'a> Collected<'a> {
                 EventPayload::Warning(w) => warnings.push(w),
                 EventPayload::RunCompleted(c) => {
                     completed = Some(c);
-                    if outcome == Outcome::Incomplete {
+                    // A resumed run completes after its `run.interrupted`.
+                    if matches!(outcome, Outcome::Incomplete | Outcome::Interrupted(_)) {
                         outcome = Outcome::Completed;
                     }
                 }
@@ -110,6 +122,7 @@ impl<'a> Collected<'a> {
                 EventPayload::RunCancelled(c) => {
                     outcome = Outcome::Cancelled(c.reason.as_deref());
                 }
+                EventPayload::RunInterrupted(i) => outcome = Outcome::Interrupted(i.reason),
                 EventPayload::ContextAdded(c) => {
                     if let ContextItem::Revisions(r) = &c.context {
                         revisions = Some(r);
@@ -275,6 +288,42 @@ mod tests {
         let events = fixture::failed_events();
         let c = Collected::from_events(&events);
         assert!(matches!(c.outcome, Outcome::Failed(e) if e.code == "repository.revision_missing"));
+    }
+
+    #[test]
+    fn an_interrupted_run_is_interrupted_until_its_resume_completes() {
+        let mut events = fixture::review_events();
+        let completed = events.pop().expect("run.completed last");
+        assert_eq!(completed.event_type(), "run.completed");
+        let seq = completed.seq;
+        events.push(AgentEvent::new(
+            completed.run_id.clone(),
+            seq,
+            completed.at.clone(),
+            crate::protocol::RunInterrupted {
+                reason: InterruptReason::Shutdown,
+                resumable: true,
+            },
+        ));
+        let c = Collected::from_events(&events);
+        assert_eq!(c.outcome, Outcome::Interrupted(InterruptReason::Shutdown));
+        let input = ReportInput::new(&events, "review-agent-gateway", "0.0.0");
+        let text = text::render(&input, false);
+        assert!(text.contains("interrupted (daemon stopped)"), "{text}");
+        assert!(
+            rdjson::render(&input).is_object(),
+            "rdjson renders an interrupted run"
+        );
+        let sarif = sarif::render(&input);
+        assert_eq!(
+            sarif["runs"][0]["invocations"][0]["executionSuccessful"],
+            serde_json::json!(false),
+            "{sarif}"
+        );
+        let mut resumed = completed;
+        resumed.seq = seq + 1;
+        events.push(resumed);
+        assert_eq!(Collected::from_events(&events).outcome, Outcome::Completed);
     }
 
     #[test]

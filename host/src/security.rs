@@ -6,7 +6,7 @@
 //! `Debug` or `Display` rendering.
 
 mod error;
-pub(crate) mod fs;
+pub mod fs;
 mod host;
 mod live;
 mod origin;
@@ -18,4 +18,5 @@ pub use error::SecurityError;
 pub use host::host_allowed;
 pub use live::LiveToken;
 pub use origin::origin_allowed;
+pub use redact::Redactor;
 pub use token::{Token, bearer_token};

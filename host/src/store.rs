@@ -15,6 +15,16 @@
 //! ([`StoreCloser`]), whoever still holds the [`Store`]; after a crash (`kill -9`) the reader
 //! reports `RepairAborted` until the next `serve` repairs the file.
 //!
+//! **Disk full** (issue 12 §2): redb refuses every call on a `Database` that met an I/O error
+//! ("Previous I/O error occurred. Please close and re-open the database."), even once the disk
+//! has space again. A [`Store`] therefore reopens itself: the call that meets the error
+//! records the failure ([`Store::failure`]), drops the database (waiting, like
+//! [`StoreCloser`], for the transactions under way) and opens the file again (its integrity
+//! checked; the failed transaction was never committed). Reads are retried on the reopened
+//! database, so earlier runs stay readable while the disk is full; the failure lasts until a
+//! [`Store::probe`] write succeeds. Errors of the disk are [`StoreError::Io`], whose
+//! remediation names the state dir.
+//!
 //! Values are JSON (`serde_json`, camelCase like the wire types) so a record can be read by
 //! hand and gains optional fields without a migration. Tables and keys:
 //!
@@ -41,8 +51,9 @@ mod record;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
-use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use redb::{
@@ -58,7 +69,7 @@ pub use error::StoreError;
 pub use hash::payload_hash;
 pub use record::{IdempotencyRecord, MappingProposal, RunRecord};
 
-use crate::protocol::event::{AgentEvent, RunState};
+use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
 
 // === Tables ===
 
@@ -69,6 +80,12 @@ const CACHE: TableDefinition<&str, &str> = TableDefinition::new("review_cache");
 const MAPPINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("mapping_proposals");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
+/// The table of [`Store::probe`]: empty but while a probe runs.
+const PROBE: TableDefinition<&str, &[u8]> = TableDefinition::new("probe");
+/// Key of the probe's value.
+const PROBE_KEY: &str = "probe";
+/// Size of the probe's value (256 KiB).
+const PROBE_BYTES: usize = 256 * 1024;
 /// Key of the schema version in `meta`.
 const SCHEMA_VERSION_KEY: &str = "schemaVersion";
 /// Layout of the tables above. A file with a higher version was written by a newer gateway.
@@ -103,26 +120,113 @@ pub struct Store {
     shared: Arc<Shared>,
 }
 
-/// The database of a [`Store`] and its [`StoreCloser`]; `None` once closed. Each method of the
-/// store holds the read side for its whole transaction, so closing (the write side) waits for the
-/// ones under way and no transaction outlives the close.
-type Shared = RwLock<Option<Database>>;
+/// What a [`Store`] and its [`StoreCloser`] share. Each method of the store holds the read side
+/// of `slot` for its whole transaction, so closing or reopening (the write side) waits for the
+/// ones under way and no transaction outlives the database it began on.
+struct Shared {
+    /// The database file.
+    path: PathBuf,
+    slot: RwLock<Slot>,
+    // Invariant: incremented each time `slot` gets a newly opened database, so of several
+    // callers that saw the same failure only the first reopens.
+    generation: AtomicU64,
+    /// The last storage failure, until a write commits again.
+    failure: Mutex<Option<StoreFailure>>,
+}
+
+/// The state of the database of a [`Store`].
+enum Slot {
+    /// Open (it may have failed since; the next call that meets the failure reopens it).
+    Open(Database),
+    /// Dropped after an I/O error, and not reopened yet: the next call tries.
+    Broken,
+    /// Closed by [`StoreCloser::close`]; every call fails.
+    Closed,
+}
+
+/// Why the store is unavailable (see [`Store::failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFailure {
+    /// The error a call gets: `store.unavailable`, retryable, its message naming the storage
+    /// error (e.g. `No space left on device (os error 28)`) and its remediation what to do.
+    pub error: crate::error::GatewayError,
+    /// RFC 3339 time of the first failure of this episode.
+    pub since: String,
+}
+
+/// Whether a store method only reads or also writes: a read is retried on the reopened
+/// database after an I/O error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
 
 /// The open database, for the duration of one store method.
-struct OpenDatabase<'a>(RwLockReadGuard<'a, Option<Database>>);
+struct OpenDatabase<'a>(RwLockReadGuard<'a, Slot>);
 
 impl std::ops::Deref for OpenDatabase<'_> {
     type Target = Database;
 
     fn deref(&self) -> &Database {
-        // Invariant: only built by `Store::db` from a guard holding `Some`.
-        self.0.as_ref().expect("an open database")
+        match &*self.0 {
+            Slot::Open(db) => db,
+            // Invariant: only built by `Store::db` from a guard holding `Slot::Open`.
+            Slot::Broken | Slot::Closed => unreachable!("an OpenDatabase holds an open database"),
+        }
     }
 }
 
+/// Opens (creating if needed) the database at `path` and its tables: [`Store::open`] and the
+/// reopen after an I/O error.
+fn open_database(path: &Path) -> Result<Database, StoreError> {
+    let mut builder = builder(WRITER_CACHE_BYTES);
+    builder.set_check_integrity_on_open(true);
+    let db = builder.create(path).map_err(|source| match source {
+        // The disk failed (e.g. ENOSPC while repairing): the store recovers once it works. A
+        // file that is not a database is an `Io` error without an OS error code: `Open`.
+        redb::DatabaseError::Storage(redb::StorageError::Io(e)) if e.raw_os_error().is_some() => {
+            StoreError::from(redb::StorageError::Io(e)).at(path)
+        }
+        source => StoreError::Open {
+            path: path.to_owned(),
+            source,
+        },
+    })?;
+    let txn = db.begin_write()?;
+    {
+        txn.open_table(RUNS)?;
+        txn.open_table(EVENTS)?;
+        txn.open_table(IDEMPOTENCY)?;
+        txn.open_table(CACHE)?;
+        txn.open_table(MAPPINGS)?;
+        let mut meta = txn.open_table(META)?;
+        let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
+        match stored {
+            None => {
+                meta.insert(SCHEMA_VERSION_KEY, SCHEMA_VERSION)?;
+            }
+            Some(version) if version <= SCHEMA_VERSION => {}
+            Some(version) => {
+                return Err(StoreError::Corrupt {
+                    table: "meta",
+                    key: SCHEMA_VERSION_KEY.to_owned(),
+                    message: format!(
+                        "schema version {version} was written by a newer gateway; this one \
+                         reads up to {SCHEMA_VERSION}"
+                    ),
+                });
+            }
+        }
+    }
+    txn.commit()?;
+    Ok(db)
+}
+
 impl Store {
-    /// Opens the database file at `path`, creating it (not its directory) and the tables if
-    /// needed. The file's integrity is checked on every open: a file damaged by a crash is
+    /// Opens the database file at `path`, creating it (not its directory) with mode 0600 and
+    /// the tables if needed; an existing file that group or others may read is set to 0600,
+    /// with a warning in the log (`security::fs::ensure_private_file`). The file's integrity is checked on every open: a file damaged by a crash is
     /// repaired, one altered otherwise is refused.
     ///
     /// # Errors
@@ -132,42 +236,168 @@ impl Store {
     /// tables cannot be created; [`StoreError::Corrupt`] when the file was written by a newer
     /// gateway (higher schema version).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let mut builder = builder(WRITER_CACHE_BYTES);
-        builder.set_check_integrity_on_open(true);
-        let db = builder.create(path).map_err(|source| StoreError::Open {
+        // Created 0600 before redb opens it (redb would use the umask's mode): the store holds
+        // request bodies and finding evidence (issue 12 §3). One others may read is repaired.
+        crate::security::fs::ensure_private_file(path).map_err(|e| StoreError::Open {
             path: path.to_owned(),
-            source,
+            source: redb::DatabaseError::Storage(redb::StorageError::Io(e)),
         })?;
-        let txn = db.begin_write()?;
-        {
-            txn.open_table(RUNS)?;
-            txn.open_table(EVENTS)?;
-            txn.open_table(IDEMPOTENCY)?;
-            txn.open_table(CACHE)?;
-            txn.open_table(MAPPINGS)?;
-            let mut meta = txn.open_table(META)?;
-            let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
-            match stored {
-                None => {
-                    meta.insert(SCHEMA_VERSION_KEY, SCHEMA_VERSION)?;
-                }
-                Some(version) if version <= SCHEMA_VERSION => {}
-                Some(version) => {
-                    return Err(StoreError::Corrupt {
-                        table: "meta",
-                        key: SCHEMA_VERSION_KEY.to_owned(),
-                        message: format!(
-                            "schema version {version} was written by a newer gateway; this one \
-                             reads up to {SCHEMA_VERSION}"
-                        ),
-                    });
-                }
-            }
-        }
-        txn.commit()?;
+        let db = open_database(path)?;
         Ok(Store {
-            shared: Arc::new(RwLock::new(Some(db))),
+            shared: Arc::new(Shared {
+                path: path.to_owned(),
+                slot: RwLock::new(Slot::Open(db)),
+                generation: AtomicU64::new(0),
+                failure: Mutex::new(None),
+            }),
         })
+    }
+
+    /// The last storage failure (I/O error, disk full) until a [`Store::probe`] succeeds;
+    /// `None` when the store works. Issue 12 §2: health reports it, and the daemon starts no
+    /// run while there is one.
+    pub fn failure(&self) -> Option<StoreFailure> {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The directory of the store file (the state dir), for remediations.
+    pub fn dir(&self) -> &Path {
+        self.shared.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// When [`Store::failure`] reports one, tries a write of [`PROBE_BYTES`] (reopening the
+    /// database first if needed), then removes it; on success the failure is over. Returns
+    /// the failure that remains, if any. Costs nothing while the store works.
+    ///
+    /// The probe is as large as a big batch of events, not a few bytes: a tiny write can land
+    /// in pages the file already has while the disk is still full.
+    pub fn probe(&self) -> Option<StoreFailure> {
+        self.failure()?;
+        let probed = self.guard(Access::Write, || {
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            txn.open_table(PROBE)?
+                .insert(PROBE_KEY, vec![0u8; PROBE_BYTES].as_slice())?;
+            txn.commit()?;
+            let txn = db.begin_write()?;
+            txn.open_table(PROBE)?.remove(PROBE_KEY)?;
+            txn.commit()?;
+            Ok(())
+        });
+        match probed {
+            Ok(()) => self.recovered(),
+            Err(error) => tracing::debug!(%error, "the store is still unavailable"),
+        }
+        self.failure()
+    }
+
+    /// Runs one store method, recovering from I/O errors (issue 12 §2). redb refuses every
+    /// later call on a `Database` that met an I/O error ("Previous I/O error occurred"), even
+    /// once the disk has space again; so on such an error the failure is recorded and the
+    /// database is dropped and reopened (its integrity checked, the failed transaction rolled
+    /// back). A read, and a call that only met the earlier error, is then retried once on the
+    /// reopened database; a write that failed itself is not (its error is returned: nothing of
+    /// it was written). Only [`Store::probe`] ends the failure episode: on a full disk small
+    /// writes may still land in pages the file has, so one that commits proves nothing.
+    fn guard<T>(
+        &self,
+        access: Access,
+        mut op: impl FnMut() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let generation = self.shared.generation.load(Ordering::Acquire);
+        let error = match op() {
+            Ok(value) => return Ok(value),
+            Err(error) if error.is_io() => error.at(&self.shared.path),
+            Err(error) => return Err(error),
+        };
+        self.failed(&error);
+        let reopened = self.reopen(generation);
+        let retry = match &error {
+            StoreError::Io { previous, .. } => access == Access::Read || *previous,
+            _ => false,
+        };
+        if reopened.is_err() || !retry {
+            return Err(error);
+        }
+        match op() {
+            Ok(value) => Ok(value),
+            Err(again) if again.is_io() => {
+                let again = again.at(&self.shared.path);
+                self.failed(&again);
+                Err(again)
+            }
+            Err(again) => Err(again),
+        }
+    }
+
+    /// Records a storage failure (the first of an episode is logged).
+    fn failed(&self, error: &StoreError) {
+        let mut failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if failure.is_none()
+            && let StoreError::Io {
+                path,
+                message,
+                previous,
+            } = error
+        {
+            tracing::error!(%error, "the store failed; it is reopened and retried until writes succeed");
+            let copy = StoreError::Io {
+                path: path.clone(),
+                message: message.clone(),
+                previous: *previous,
+            };
+            *failure = Some(StoreFailure {
+                error: copy.into(),
+                since: now_rfc3339(),
+            });
+        }
+    }
+
+    /// Ends a failure episode after a successful probe.
+    fn recovered(&self) {
+        let mut failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(was) = failure.take() {
+            tracing::info!(since = %was.since, "the store works again");
+        }
+    }
+
+    /// Drops the database that failed (releasing its file lock) and opens the file again,
+    /// unless another caller already did since `generation`. The database is `Broken` when
+    /// the open fails; the next call tries again.
+    fn reopen(&self, generation: u64) -> Result<(), StoreError> {
+        let mut slot = self
+            .shared
+            .slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.shared.generation.load(Ordering::Acquire) != generation {
+            return Ok(());
+        }
+        if matches!(*slot, Slot::Closed) {
+            return Err(closed());
+        }
+        // Dropped before the file is opened again: the open needs the file's lock.
+        drop(std::mem::replace(&mut *slot, Slot::Broken));
+        let db = open_database(&self.shared.path).map_err(|e| match e {
+            e if e.is_io() => e.at(&self.shared.path),
+            e => e,
+        })?;
+        *slot = Slot::Open(db);
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        tracing::info!(path = %self.shared.path.display(), "reopened the store after a storage error");
+        Ok(())
     }
 
     /// A handle that closes this store's file from outside the owner of the `Store` (the daemon
@@ -178,15 +408,25 @@ impl Store {
         }
     }
 
-    /// The open database; [`StoreError::Database`] once [`StoreCloser::close`] has closed it.
+    /// The open database, reopened first when an earlier failure left it `Broken`;
+    /// [`StoreError::Database`] once [`StoreCloser::close`] has closed it.
     fn db(&self) -> Result<OpenDatabase<'_>, StoreError> {
-        let guard = self.shared.read().unwrap_or_else(PoisonError::into_inner);
-        if guard.is_none() {
-            return Err(StoreError::Database(
-                "the store is closed: the gateway is shutting down".to_owned(),
-            ));
+        loop {
+            let guard = self
+                .shared
+                .slot
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            match &*guard {
+                Slot::Open(_) => return Ok(OpenDatabase(guard)),
+                Slot::Closed => return Err(closed()),
+                Slot::Broken => {
+                    drop(guard);
+                    let generation = self.shared.generation.load(Ordering::Acquire);
+                    self.reopen(generation)?;
+                }
+            }
         }
-        Ok(OpenDatabase(guard))
     }
 
     /// Stores a new run (DESIGN §5: a run is persisted before `run.created` is sent).
@@ -198,26 +438,29 @@ impl Store {
     /// [`StoreError::AlreadyExists`] when a run with this id is stored (nothing is changed);
     /// [`StoreError::Database`] on a storage failure.
     pub fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
-        let bytes = encode("runs", &run.run_id, run)?;
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        {
-            let mut runs = txn.open_table(RUNS)?;
-            if runs.get(run.run_id.as_str())?.is_some() {
-                return Err(StoreError::AlreadyExists {
-                    run_id: run.run_id.clone(),
-                });
+        self.guard(Access::Write, || {
+            let bytes = encode("runs", &run.run_id, run)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            {
+                let mut runs = txn.open_table(RUNS)?;
+                if runs.get(run.run_id.as_str())?.is_some() {
+                    return Err(StoreError::AlreadyExists {
+                        run_id: run.run_id.clone(),
+                    });
+                }
+                runs.insert(run.run_id.as_str(), bytes.as_slice())?;
             }
-            runs.insert(run.run_id.as_str(), bytes.as_slice())?;
-        }
-        txn.commit()?;
-        Ok(())
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Reads run `run_id`, lets `f` change it, stores it and returns the stored record, in one
     /// transaction.
     ///
-    /// `f` may change any field but two, which are restored after it returns: `run_id` (the
+    /// `f` is called once, or (rarely) twice when the first transaction met the failure of an
+    /// earlier call and is retried on the reopened database. It may change any field but two, which are restored after it returns: `run_id` (the
     /// record stays under its key) and `last_seq` (advanced only by [`Store::append_events`], to
     /// keep the event log gap-free). `updated_at` is left as `f` leaves it.
     ///
@@ -229,30 +472,32 @@ impl Store {
     pub fn update_run(
         &self,
         run_id: &str,
-        f: impl FnOnce(&mut RunRecord),
+        mut f: impl FnMut(&mut RunRecord),
     ) -> Result<RunRecord, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        let run = {
-            let mut runs = txn.open_table(RUNS)?;
-            let mut run: RunRecord = match runs.get(run_id)? {
-                Some(bytes) => decode("runs", run_id, bytes.value())?,
-                None => {
-                    return Err(StoreError::NotFound {
-                        run_id: run_id.to_owned(),
-                    });
-                }
+        self.guard(Access::Write, || {
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let run = {
+                let mut runs = txn.open_table(RUNS)?;
+                let mut run: RunRecord = match runs.get(run_id)? {
+                    Some(bytes) => decode("runs", run_id, bytes.value())?,
+                    None => {
+                        return Err(StoreError::NotFound {
+                            run_id: run_id.to_owned(),
+                        });
+                    }
+                };
+                let last_seq = run.last_seq;
+                f(&mut run);
+                run.run_id = run_id.to_owned();
+                run.last_seq = last_seq;
+                let bytes = encode("runs", run_id, &run)?;
+                runs.insert(run_id, bytes.as_slice())?;
+                run
             };
-            let last_seq = run.last_seq;
-            f(&mut run);
-            run.run_id = run_id.to_owned();
-            run.last_seq = last_seq;
-            let bytes = encode("runs", run_id, &run)?;
-            runs.insert(run_id, bytes.as_slice())?;
-            run
-        };
-        txn.commit()?;
-        Ok(run)
+            txn.commit()?;
+            Ok(run)
+        })
     }
 
     /// Appends events, of one or several runs, in ONE write transaction (group commit: deliver
@@ -271,51 +516,53 @@ impl Store {
     /// stored; [`StoreError::Corrupt`] when a run record does not decode;
     /// [`StoreError::Database`] on a storage failure.
     pub fn append_events(&self, events: &[AgentEvent]) -> Result<(), StoreError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        {
-            let mut runs = txn.open_table(RUNS)?;
-            let mut table = txn.open_table(EVENTS)?;
-            let mut touched: HashMap<&str, RunRecord> = HashMap::new();
-            for event in events {
-                let run_id = event.run_id.as_str();
-                let run = match touched.entry(run_id) {
-                    std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(entry) => {
-                        let record: RunRecord = match runs.get(run_id)? {
-                            Some(bytes) => decode("runs", run_id, bytes.value())?,
-                            None => {
-                                return Err(StoreError::NotFound {
-                                    run_id: run_id.to_owned(),
-                                });
-                            }
-                        };
-                        entry.insert(record)
+        self.guard(Access::Write, || {
+            if events.is_empty() {
+                return Ok(());
+            }
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            {
+                let mut runs = txn.open_table(RUNS)?;
+                let mut table = txn.open_table(EVENTS)?;
+                let mut touched: HashMap<&str, RunRecord> = HashMap::new();
+                for event in events {
+                    let run_id = event.run_id.as_str();
+                    let run = match touched.entry(run_id) {
+                        std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(entry) => {
+                            let record: RunRecord = match runs.get(run_id)? {
+                                Some(bytes) => decode("runs", run_id, bytes.value())?,
+                                None => {
+                                    return Err(StoreError::NotFound {
+                                        run_id: run_id.to_owned(),
+                                    });
+                                }
+                            };
+                            entry.insert(record)
+                        }
+                    };
+                    let expected = run.last_seq.saturating_add(1);
+                    if event.seq != expected {
+                        return Err(StoreError::SeqGap {
+                            run_id: run_id.to_owned(),
+                            expected,
+                            got: event.seq,
+                        });
                     }
-                };
-                let expected = run.last_seq.saturating_add(1);
-                if event.seq != expected {
-                    return Err(StoreError::SeqGap {
-                        run_id: run_id.to_owned(),
-                        expected,
-                        got: event.seq,
-                    });
+                    let key = format_args!("{run_id}/{}", event.seq);
+                    let bytes = encode("events", key, event)?;
+                    table.insert((run_id, event.seq), bytes.as_slice())?;
+                    run.apply_event(event);
                 }
-                let key = format_args!("{run_id}/{}", event.seq);
-                let bytes = encode("events", key, event)?;
-                table.insert((run_id, event.seq), bytes.as_slice())?;
-                run.apply_event(event);
+                for (run_id, run) in &touched {
+                    let bytes = encode("runs", run_id, run)?;
+                    runs.insert(*run_id, bytes.as_slice())?;
+                }
             }
-            for (run_id, run) in &touched {
-                let bytes = encode("runs", run_id, run)?;
-                runs.insert(*run_id, bytes.as_slice())?;
-            }
-        }
-        txn.commit()?;
-        Ok(())
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Up to `limit` events of run `run_id` with `seq > after`, in `seq` order: exactly what a
@@ -332,7 +579,9 @@ impl Store {
         after: u64,
         limit: usize,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        read::events_after(&self.db()?.begin_read()?, run_id, after, limit)
+        self.guard(Access::Read, || {
+            read::events_after(&self.db()?.begin_read()?, run_id, after, limit)
+        })
     }
 
     /// Run `run_id`, or `None` when it is not stored.
@@ -342,7 +591,9 @@ impl Store {
     /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        read::get_run(&self.db()?.begin_read()?, run_id)
+        self.guard(Access::Read, || {
+            read::get_run(&self.db()?.begin_read()?, run_id)
+        })
     }
 
     /// Up to `limit` runs, newest first (by run id: `run_<ULID>` sorts by creation time).
@@ -352,43 +603,97 @@ impl Store {
     /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
-        read::list_runs(&self.db()?.begin_read()?, limit)
+        self.guard(Access::Read, || {
+            read::list_runs(&self.db()?.begin_read()?, limit)
+        })
     }
 
-    /// Marks every `queued` or `running` run `interrupted` (`updatedAt` = now), in one
-    /// transaction, and returns their ids in id order. Call it once at daemon start, before
-    /// accepting requests: such runs were left by a daemon that stopped (DESIGN §5), and can
-    /// be resumed.
+    /// Interrupts every `queued` or `running` run with reason [`InterruptReason::Crash`], in
+    /// one transaction, and returns their ids in id order. Call it once at daemon start, before
+    /// accepting requests: such runs were left by a daemon that ended without stopping them
+    /// (DESIGN §5), and can be resumed. See [`Store::interrupt_runs`] for what is written.
     ///
     /// # Errors
     ///
     /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn mark_running_interrupted(&self) -> Result<Vec<String>, StoreError> {
-        let now = now_rfc3339();
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        let mut marked = Vec::new();
-        {
-            let mut runs = txn.open_table(RUNS)?;
-            let mut changed = Vec::new();
-            for entry in runs.iter()? {
-                let (key, value) = entry?;
-                let mut run: RunRecord = decode("runs", key.value(), value.value())?;
-                if matches!(run.state, RunState::Queued | RunState::Running) {
-                    run.state = RunState::Interrupted;
-                    run.updated_at.clone_from(&now);
-                    changed.push(run);
+        self.interrupt(None, InterruptReason::Crash)
+    }
+
+    /// Interrupts those of `run_ids` that are `queued` or `running` (others are left alone), in
+    /// one transaction, and returns their ids: each gets a `run.interrupted` event with
+    /// `reason`, appended at its `lastSeq` + 1 (so the event log stays gap-free and a stream
+    /// of the run ends with it), which makes it `interrupted` (`updatedAt` = the event's `at`).
+    /// The daemon calls it at shutdown, after the grace, for the runs still going.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn interrupt_runs(
+        &self,
+        run_ids: &[String],
+        reason: InterruptReason,
+    ) -> Result<Vec<String>, StoreError> {
+        self.interrupt(Some(run_ids), reason)
+    }
+
+    /// [`Store::interrupt_runs`] for `run_ids`, or for every run when `None`.
+    fn interrupt(
+        &self,
+        run_ids: Option<&[String]>,
+        reason: InterruptReason,
+    ) -> Result<Vec<String>, StoreError> {
+        self.guard(Access::Write, || {
+            let now = now_rfc3339();
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let mut marked = Vec::new();
+            {
+                let mut runs = txn.open_table(RUNS)?;
+                let mut events = txn.open_table(EVENTS)?;
+                let mut candidates: Vec<RunRecord> = Vec::new();
+                match run_ids {
+                    None => {
+                        for entry in runs.iter()? {
+                            let (key, value) = entry?;
+                            candidates.push(decode("runs", key.value(), value.value())?);
+                        }
+                    }
+                    Some(ids) => {
+                        for id in ids {
+                            if let Some(value) = runs.get(id.as_str())? {
+                                candidates.push(decode("runs", id, value.value())?);
+                            }
+                        }
+                    }
+                }
+                for mut run in candidates {
+                    if !matches!(run.state, RunState::Queued | RunState::Running) {
+                        continue;
+                    }
+                    let event = AgentEvent::new(
+                        run.run_id.clone(),
+                        run.last_seq.saturating_add(1),
+                        now.clone(),
+                        RunInterrupted {
+                            reason,
+                            resumable: run.kind == RunKind::Review,
+                        },
+                    );
+                    let key = format_args!("{}/{}", run.run_id, event.seq);
+                    let bytes = encode("events", key, &event)?;
+                    events.insert((run.run_id.as_str(), event.seq), bytes.as_slice())?;
+                    run.apply_event(&event);
+                    let bytes = encode("runs", &run.run_id, &run)?;
+                    runs.insert(run.run_id.as_str(), bytes.as_slice())?;
+                    marked.push(run.run_id);
                 }
             }
-            for run in changed {
-                let bytes = encode("runs", &run.run_id, &run)?;
-                runs.insert(run.run_id.as_str(), bytes.as_slice())?;
-                marked.push(run.run_id);
-            }
-        }
-        txn.commit()?;
-        Ok(marked)
+            txn.commit()?;
+            Ok(marked)
+        })
     }
 
     /// Retention (DESIGN §5, draft §9: cursors are kept 24 h): deletes the event logs, then the
@@ -405,67 +710,69 @@ impl Store {
     /// purged); [`StoreError::Corrupt`] when a record or its timestamp does not decode;
     /// [`StoreError::Database`] on a storage failure.
     pub fn purge_events_older_than(&self, cutoff_rfc3339: &str) -> Result<usize, StoreError> {
-        let cutoff = OffsetDateTime::parse(cutoff_rfc3339, &Rfc3339).map_err(|error| {
-            StoreError::InvalidTimestamp {
-                value: cutoff_rfc3339.to_owned(),
-                message: error.to_string(),
-            }
-        })?;
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        let purged = {
-            let mut runs = txn.open_table(RUNS)?;
-            let mut purged = HashSet::new();
-            for entry in runs.iter()? {
-                let (key, value) = entry?;
-                let run: RunRecord = decode("runs", key.value(), value.value())?;
-                let ended = match run.state {
-                    RunState::Completed | RunState::Failed | RunState::Cancelled => {
-                        run.finished_at.as_deref().unwrap_or(&run.updated_at)
-                    }
-                    RunState::Interrupted => &run.updated_at,
-                    RunState::Queued | RunState::Running => continue,
-                };
-                let ended = OffsetDateTime::parse(ended, &Rfc3339).map_err(|error| {
-                    StoreError::Corrupt {
-                        table: "runs",
-                        key: run.run_id.clone(),
-                        message: format!("timestamp {ended:?}: {error}"),
-                    }
-                })?;
-                if ended < cutoff {
-                    purged.insert(run.run_id);
+        self.guard(Access::Write, || {
+            let cutoff = OffsetDateTime::parse(cutoff_rfc3339, &Rfc3339).map_err(|error| {
+                StoreError::InvalidTimestamp {
+                    value: cutoff_rfc3339.to_owned(),
+                    message: error.to_string(),
                 }
-            }
-            let mut events = txn.open_table(EVENTS)?;
-            for run_id in &purged {
-                events.retain_in(
-                    (run_id.as_str(), 0)..=(run_id.as_str(), u64::MAX),
-                    |_, _| false,
-                )?;
-                runs.remove(run_id.as_str())?;
-            }
-            if !purged.is_empty() {
-                txn.open_table(CACHE)?
-                    .retain(|_, run_id| !purged.contains(run_id))?;
-                let mut idempotency = txn.open_table(IDEMPOTENCY)?;
-                let mut stale = Vec::new();
-                for entry in idempotency.iter()? {
+            })?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let purged = {
+                let mut runs = txn.open_table(RUNS)?;
+                let mut purged = HashSet::new();
+                for entry in runs.iter()? {
                     let (key, value) = entry?;
-                    let record: IdempotencyRecord =
-                        decode("idempotency", key.value(), value.value())?;
-                    if purged.contains(&record.run_id) {
-                        stale.push(record.request_id);
+                    let run: RunRecord = decode("runs", key.value(), value.value())?;
+                    let ended = match run.state {
+                        RunState::Completed | RunState::Failed | RunState::Cancelled => {
+                            run.finished_at.as_deref().unwrap_or(&run.updated_at)
+                        }
+                        RunState::Interrupted => &run.updated_at,
+                        RunState::Queued | RunState::Running => continue,
+                    };
+                    let ended = OffsetDateTime::parse(ended, &Rfc3339).map_err(|error| {
+                        StoreError::Corrupt {
+                            table: "runs",
+                            key: run.run_id.clone(),
+                            message: format!("timestamp {ended:?}: {error}"),
+                        }
+                    })?;
+                    if ended < cutoff {
+                        purged.insert(run.run_id);
                     }
                 }
-                for request_id in stale {
-                    idempotency.remove(request_id.as_str())?;
+                let mut events = txn.open_table(EVENTS)?;
+                for run_id in &purged {
+                    events.retain_in(
+                        (run_id.as_str(), 0)..=(run_id.as_str(), u64::MAX),
+                        |_, _| false,
+                    )?;
+                    runs.remove(run_id.as_str())?;
                 }
-            }
-            purged.len()
-        };
-        txn.commit()?;
-        Ok(purged)
+                if !purged.is_empty() {
+                    txn.open_table(CACHE)?
+                        .retain(|_, run_id| !purged.contains(run_id))?;
+                    let mut idempotency = txn.open_table(IDEMPOTENCY)?;
+                    let mut stale = Vec::new();
+                    for entry in idempotency.iter()? {
+                        let (key, value) = entry?;
+                        let record: IdempotencyRecord =
+                            decode("idempotency", key.value(), value.value())?;
+                        if purged.contains(&record.run_id) {
+                            stale.push(record.request_id);
+                        }
+                    }
+                    for request_id in stale {
+                        idempotency.remove(request_id.as_str())?;
+                    }
+                }
+                purged.len()
+            };
+            txn.commit()?;
+            Ok(purged)
+        })
     }
 
     /// The idempotency record of `request_id`, if any (DESIGN §5).
@@ -478,13 +785,15 @@ impl Store {
         &self,
         request_id: &str,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(IDEMPOTENCY)?;
-        table
-            .get(request_id)?
-            .map(|bytes| decode("idempotency", request_id, bytes.value()))
-            .transpose()
+        self.guard(Access::Read, || {
+            let db = self.db()?;
+            let txn = db.begin_read()?;
+            let table = txn.open_table(IDEMPOTENCY)?;
+            table
+                .get(request_id)?
+                .map(|bytes| decode("idempotency", request_id, bytes.value()))
+                .transpose()
+        })
     }
 
     /// Atomically claims `rec.request_id`: when a record for it exists, returns that record and
@@ -500,19 +809,21 @@ impl Store {
         &self,
         rec: &IdempotencyRecord,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let key = rec.request_id.as_str();
-        let bytes = encode("idempotency", key, rec)?;
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        {
-            let mut table = txn.open_table(IDEMPOTENCY)?;
-            if let Some(existing) = table.get(key)? {
-                return decode("idempotency", key, existing.value()).map(Some);
+        self.guard(Access::Write, || {
+            let key = rec.request_id.as_str();
+            let bytes = encode("idempotency", key, rec)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            {
+                let mut table = txn.open_table(IDEMPOTENCY)?;
+                if let Some(existing) = table.get(key)? {
+                    return decode("idempotency", key, existing.value()).map(Some);
+                }
+                table.insert(key, bytes.as_slice())?;
             }
-            table.insert(key, bytes.as_slice())?;
-        }
-        txn.commit()?;
-        Ok(None)
+            txn.commit()?;
+            Ok(None)
+        })
     }
 
     /// The run id cached under review-cache key `key` (DESIGN §5: `providerId + model +
@@ -523,10 +834,12 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn cache_get(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(CACHE)?;
-        Ok(table.get(key)?.map(|run_id| run_id.value().to_owned()))
+        self.guard(Access::Read, || {
+            let db = self.db()?;
+            let txn = db.begin_read()?;
+            let table = txn.open_table(CACHE)?;
+            Ok(table.get(key)?.map(|run_id| run_id.value().to_owned()))
+        })
     }
 
     /// Caches run `run_id` (completed) under review-cache key `key`, replacing any previous
@@ -536,11 +849,13 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn cache_put(&self, key: &str, run_id: &str) -> Result<(), StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        txn.open_table(CACHE)?.insert(key, run_id)?;
-        txn.commit()?;
-        Ok(())
+        self.guard(Access::Write, || {
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            txn.open_table(CACHE)?.insert(key, run_id)?;
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Stores a mapping proposal (DESIGN §6) under its id, replacing one with the same id.
@@ -549,13 +864,15 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn put_mapping_proposal(&self, p: &MappingProposal) -> Result<(), StoreError> {
-        let bytes = encode("mapping_proposals", &p.id, p)?;
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        txn.open_table(MAPPINGS)?
-            .insert(p.id.as_str(), bytes.as_slice())?;
-        txn.commit()?;
-        Ok(())
+        self.guard(Access::Write, || {
+            let bytes = encode("mapping_proposals", &p.id, p)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            txn.open_table(MAPPINGS)?
+                .insert(p.id.as_str(), bytes.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Every pending mapping proposal, oldest first (by `mapping_<ULID>` id).
@@ -565,7 +882,9 @@ impl Store {
     /// [`StoreError::Corrupt`] when a proposal does not decode; [`StoreError::Database`] on a
     /// storage failure.
     pub fn mapping_proposals(&self) -> Result<Vec<MappingProposal>, StoreError> {
-        read::mapping_proposals(&self.db()?.begin_read()?)
+        self.guard(Access::Read, || {
+            read::mapping_proposals(&self.db()?.begin_read()?)
+        })
     }
 
     /// Removes proposal `id` (confirmed into the config, or rejected). Returns whether it
@@ -575,11 +894,13 @@ impl Store {
     ///
     /// [`StoreError::Database`] on a storage failure.
     pub fn remove_mapping_proposal(&self, id: &str) -> Result<bool, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_write()?;
-        let existed = txn.open_table(MAPPINGS)?.remove(id)?.is_some();
-        txn.commit()?;
-        Ok(existed)
+        self.guard(Access::Write, || {
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let existed = txn.open_table(MAPPINGS)?.remove(id)?.is_some();
+            txn.commit()?;
+            Ok(existed)
+        })
     }
 }
 
@@ -612,7 +933,7 @@ impl StoreCloser {
     pub fn close(self, wait: Duration) -> Result<(), StoreError> {
         let deadline = Instant::now() + wait;
         let mut guard = loop {
-            match self.shared.try_write() {
+            match self.shared.slot.try_write() {
                 Ok(guard) => break guard,
                 Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
                 Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
@@ -627,12 +948,12 @@ impl StoreCloser {
                 }
             }
         };
-        match guard.take() {
+        match std::mem::replace(&mut *guard, Slot::Closed) {
             // No transaction is live: each is held under the read side, so this never defers.
-            Some(db) => db.close().map_err(|error| {
+            Slot::Open(db) => db.close().map_err(|error| {
                 StoreError::Database(format!("cannot close the store cleanly: {error}"))
             }),
-            None => Ok(()),
+            Slot::Broken | Slot::Closed => Ok(()),
         }
     }
 }
@@ -828,6 +1149,11 @@ mod read {
         }
         Ok(out)
     }
+}
+
+/// The error of a call on a closed store.
+fn closed() -> StoreError {
+    StoreError::Database("the store is closed: the gateway is shutting down".to_owned())
 }
 
 // === Encoding ===

@@ -44,12 +44,13 @@ use review_agent_gateway::protocol::{
     CommandCapabilities, Confidence, ConfigHealth, ConfigStatus, ContextAdded, ContextItem,
     DiffContext, DiffRefs, Effort, ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence,
     FileContext, FindingCreated, FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame,
-    IdFrame, Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame,
-    ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
-    RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
-    RunCompleted, RunCreated, RunFailed, RunKind, RunState, ScopeSelection, SelectionContext,
-    Severity, Side, SkippedFile, Stage, StageChanged, TextDelta, ToolCallResult, ToolCompleted,
-    ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
+    IdFrame, InterruptReason, Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame,
+    ResponseFrame, ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope,
+    ReviewTarget, RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext,
+    RunCancelled, RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState,
+    ScopeSelection, SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged,
+    StoreHealth, StoreStatus, TextDelta, ToolCallResult, ToolCompleted, ToolDescription,
+    ToolStarted, Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -357,6 +358,14 @@ fn payloads() -> Vec<EventPayload> {
             EventPayload::RunCancelled(RunCancelled {
                 reason: some("user_cancelled"),
             }),
+            EventPayload::RunInterrupted(RunInterrupted {
+                reason: if full {
+                    InterruptReason::Shutdown
+                } else {
+                    InterruptReason::Crash
+                },
+                resumable: full,
+            }),
         ]);
         for context in contexts(full) {
             out.push(EventPayload::ContextAdded(ContextAdded { context }));
@@ -429,6 +438,7 @@ fn event_interface(payload: &EventPayload) -> &'static str {
         EventPayload::RunCompleted(_) => "RunCompletedEvent",
         EventPayload::RunFailed(_) => "RunFailedEvent",
         EventPayload::RunCancelled(_) => "RunCancelledEvent",
+        EventPayload::RunInterrupted(_) => "RunInterruptedEvent",
     }
 }
 
@@ -864,6 +874,11 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     ts.union("FindingSource", &variants!(FindingSource: Rule, Model));
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
     ts.union("RunKind", &variants!(RunKind: Review, Chat));
+    ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));
+    ts.union(
+        "InterruptReason",
+        &variants!(InterruptReason: Shutdown, Crash),
+    );
     ts.union(
         "Stage",
         &variants!(Stage: Queued, Resolve, Diff, Rules, Model, Validate, Done),
@@ -926,6 +941,10 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         (event_keys("RunCompletedEvent"), fields::<RunCompleted>()),
         (event_keys("RunFailedEvent"), fields::<RunFailed>()),
         (event_keys("RunCancelledEvent"), fields::<RunCancelled>()),
+        (
+            event_keys("RunInterruptedEvent"),
+            fields::<RunInterrupted>(),
+        ),
         (
             "Exclude<keyof T.ClientHelloFrame | keyof T.GatewayHelloFrame, \"type\">".to_owned(),
             fields::<HelloFrame>(),
@@ -1085,6 +1104,11 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             status: ConfigStatus::Invalid,
             error: Some(error_object()),
         }),
+        store: Some(StoreHealth {
+            status: StoreStatus::Ok,
+            error: None,
+            since: None,
+        }),
     };
     ts.value("Health", "constructed health", &health);
     let healthy = Health {
@@ -1095,6 +1119,15 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         ..health.clone()
     };
     ts.value("Health", "constructed health, config ok", &healthy);
+    let unavailable = Health {
+        store: Some(StoreHealth {
+            status: StoreStatus::Unavailable,
+            error: Some(error_object()),
+            since: Some("2026-01-01T00:00:00.000Z".into()),
+        }),
+        ..health.clone()
+    };
+    ts.value("Health", "health with the store unavailable", &unavailable);
     ts.value("Capabilities", "constructed capabilities", &capabilities());
     ts.value("ErrorObject", "constructed error", &error_object());
     for commit in [None, Some("b".repeat(40))] {

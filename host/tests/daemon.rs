@@ -436,6 +436,17 @@ fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
         (2..5).contains(&committed),
         "the crash fell between findings: {committed} stored"
     );
+    // Issue 12: following the interrupted run ends with a durable `run.interrupted` (not a
+    // bare end of stream a client cannot tell from a network drop), the last event.
+    let followed = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    let last = followed.last().expect("events");
+    assert_eq!(last.1, "run.interrupted", "{followed:?}");
+    assert_eq!(last.2["reason"], "crash", "{last:?}");
+    assert_eq!(last.2["resumable"], true, "{last:?}");
+    assert_eq!(last.0, view["data"]["lastSeq"].as_u64().expect("lastSeq"));
+    let interrupted_seq = last.0;
 
     let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
     assert_eq!(resumed.status, 200, "{}", resumed.body);
@@ -450,6 +461,14 @@ fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
         "gap-free across the crash"
     );
     assert_eq!(all.last().map(|e| e.1.as_str()), Some("run.completed"));
+    assert_eq!(
+        all.iter()
+            .filter(|e| e.1 == "run.interrupted")
+            .map(|e| e.0)
+            .collect::<Vec<_>>(),
+        [interrupted_seq],
+        "the interruption stays in the log; resume continues after it"
+    );
     let mut fingerprints: Vec<String> = all
         .iter()
         .filter(|e| e.1 == "finding.created")
@@ -523,6 +542,20 @@ fn sigterm_marks_a_run_still_going_interrupted() {
     let mut d = slow_daemon(3, "3000");
     let before = read_until(&d, &d.review_body("term"), "finding.created", 1);
     let run_id = before[0].2["runId"].as_str().expect("runId").to_owned();
+    // A client following the run while the daemon stops (issue 12: its stream used to end
+    // with no terminal event).
+    let follower = {
+        let (port, auth, path) = (
+            d.port,
+            format!("Bearer {}", d.token),
+            format!("/v1/runs/{run_id}/events?after=0"),
+        );
+        std::thread::spawn(move || {
+            http::request(port, "GET", &path, &[("Authorization", &auth)], None).sse()
+        })
+    };
+    // Let the follower catch up to the live end before the signal.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let pid = d.child.id().to_string();
     let status = Command::new("kill")
         .args(["-TERM", &pid])
@@ -531,6 +564,15 @@ fn sigterm_marks_a_run_still_going_interrupted() {
     assert!(status.success());
     let exit = d.child.wait().expect("daemon exits");
     assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    let followed = follower.join().expect("follower");
+    let last = followed.last().expect("events");
+    assert_eq!(
+        (last.1.as_str(), last.2["reason"].as_str()),
+        ("run.interrupted", Some("shutdown")),
+        "the follower's stream ends with run.interrupted: {followed:?}"
+    );
+    let seqs: Vec<u64> = followed.iter().map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=followed.len() as u64).collect::<Vec<_>>());
     // The review thread still going holds the store when the process exits: the daemon closes
     // the file anyway, so the command line reads it without a restart.
     let listed = runs_list(d.home.path()).expect("runs list after SIGTERM");
@@ -544,6 +586,31 @@ fn sigterm_marks_a_run_still_going_interrupted() {
             .is_some_and(|f| !f.is_empty()),
         "flushed findings kept"
     );
+    assert_eq!(view["data"]["lastSeq"].as_u64(), Some(last.0), "{view}");
+    // Resume continues after the `run.interrupted`: next seq, no finding twice, completed.
+    let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let after = d
+        .authed(
+            "GET",
+            &format!("/v1/runs/{run_id}/events?after={}", last.0),
+            None,
+        )
+        .sse();
+    assert_eq!(after.first().map(|e| e.0), Some(last.0 + 1), "{after:?}");
+    assert_eq!(after.last().map(|e| e.1.as_str()), Some("run.completed"));
+    let all = d
+        .authed("GET", &format!("/v1/runs/{run_id}/events?after=0"), None)
+        .sse();
+    let mut fingerprints: Vec<&str> = all
+        .iter()
+        .filter(|e| e.1 == "finding.created")
+        .filter_map(|e| e.2["finding"]["fingerprint"].as_str())
+        .collect();
+    assert_eq!(fingerprints.len(), 5, "{all:?}");
+    fingerprints.sort_unstable();
+    fingerprints.dedup();
+    assert_eq!(fingerprints.len(), 5, "no finding twice");
 }
 
 /// `review-agent-gateway runs list --format json` in `home` (the CLI's read-only store, beside

@@ -616,8 +616,14 @@ fn sigterm_interrupts_a_long_model_review_after_the_grace_and_resume_finishes_it
         took >= Duration::from_secs(4) && took < Duration::from_secs(9),
         "the daemon exited after {took:?}: it gives running reviews 5 s, then interrupts them"
     );
-    // The client's stream ended, and the gateway closed the model's stream.
-    let _ = stream.rest();
+    // The client's stream ended with `run.interrupted` (issue 12: not a bare end a client
+    // cannot tell from a network drop), and the gateway closed the model's stream.
+    let rest = stream.rest();
+    assert_eq!(
+        rest.last().map(|e| (e.1.as_str(), e.2["reason"].clone())),
+        Some(("run.interrupted", json!("shutdown"))),
+        "{rest:?}"
+    );
     let index = fake.scripted_requests()[0].index;
     assert!(
         matches!(

@@ -974,3 +974,62 @@ fn doctor_reports_the_hosts_own_error() {
     assert!(text.contains("colour"), "{text}");
     assert!(!text.contains("no reply within"), "{text}");
 }
+
+/// Issue 12 §3: with `REVIEW_AGENT_GATEWAY_LOG=trace`, tungstenite logged the handshake's
+/// `authorization: Bearer <token>` to `native-host.log` and stderr. No level may print the
+/// token: neither the host's log file and stderr, nor the daemon's stderr (`serve` at trace).
+#[test]
+fn trace_logging_never_prints_the_token() {
+    let s = Setup::new();
+    let token = common::token(s.home.path());
+    let daemon_log = s.home.path().join("daemon-stderr.log");
+    let mut command = Command::new(bin());
+    s.env(&mut command)
+        .arg("serve")
+        .env("REVIEW_AGENT_GATEWAY_LOG", "trace")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&daemon_log).expect("create the daemon log"));
+    let mut child = command.spawn().expect("serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("listening line");
+    assert!(line.starts_with("listening on"), "{line}");
+    let _daemon = Daemon(child);
+
+    let mut h = s.host_with(
+        &[&format!("chrome-extension://{CHROME_ID}/")],
+        &[("REVIEW_AGENT_GATEWAY_LOG", "trace")],
+        false,
+    );
+    let health = h.call(json!(1), "GET", "/v1/health", None);
+    assert_eq!(health["status"], 200, "{health}");
+    // A request that needs the token, answered through the authenticated connection.
+    let runs = h.call(json!(2), "GET", "/v1/tools", None);
+    assert_eq!(runs["status"], 200, "{runs}");
+    h.close_stdin();
+    h.wait();
+
+    let host_stderr = h.log();
+    let host_file = std::fs::read_to_string(s.log_file()).expect("native-host.log");
+    let daemon_stderr = std::fs::read_to_string(&daemon_log).expect("daemon log");
+    // The trace level is really on: the dependencies' and our own trace output is there.
+    assert!(
+        host_file.contains("TRACE") || host_file.contains("DEBUG"),
+        "trace logging is not on in the host log:\n{host_file}"
+    );
+    assert!(
+        daemon_stderr.contains("DEBUG") || daemon_stderr.contains("TRACE"),
+        "trace logging is not on in the daemon log:\n{daemon_stderr}"
+    );
+    for (what, text) in [
+        ("native-host stderr", &host_stderr),
+        ("native-host.log", &host_file),
+        ("serve stderr", &daemon_stderr),
+    ] {
+        assert!(
+            !text.contains(&token),
+            "the token is in the {what}:\n{text}"
+        );
+    }
+}

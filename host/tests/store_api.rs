@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use review_agent_gateway::protocol::{
-    AgentEvent, EventPayload, RunCancelled, RunCompleted, RunCreated, RunKind, RunState, Stage,
-    StageChanged, TextDelta,
+    AgentEvent, EventPayload, InterruptReason, RunCancelled, RunCompleted, RunCreated, RunKind,
+    RunState, Stage, StageChanged, TextDelta,
 };
 use review_agent_gateway::store::{
     IdempotencyRecord, MappingProposal, RunRecord, Store, StoreError, StoreReader, payload_hash,
@@ -285,6 +285,23 @@ fn running_and_queued_runs_become_interrupted() {
         ]
     );
     assert!(ok(store.mark_running_interrupted()).is_empty());
+    // Each interrupted run's log ends with a durable `run.interrupted` (issue 12), at the
+    // next seq; the others got none.
+    for n in 1..=6 {
+        let events = ok(store.events_after(&run_id(n), 0, 10));
+        let types: Vec<&str> = events.iter().map(AgentEvent::event_type).collect();
+        if n <= 2 {
+            assert_eq!(types, ["run.interrupted"], "run {n}");
+            assert_eq!(events[0].seq, 1);
+            assert!(matches!(
+                &events[0].payload,
+                EventPayload::RunInterrupted(i) if i.reason == InterruptReason::Crash && i.resumable
+            ));
+            assert_eq!(ok(store.get_run(&run_id(n))).expect("run").last_seq, 1);
+        } else {
+            assert!(types.is_empty(), "run {n}: {types:?}");
+        }
+    }
 }
 
 // === Retention ===

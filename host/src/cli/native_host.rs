@@ -111,15 +111,13 @@ pub(crate) fn native_host_command(args: NativeHostArgs) -> ExitCode {
 }
 
 /// tracing to `<state>/logs/native-host.log` (mode 0600; rotated once past 8 MiB) and to stderr;
-/// `REVIEW_AGENT_GATEWAY_LOG` filters (default `info`). Never stdout.
+/// filtered and redacted by [`review_agent_gateway::logging`] (`REVIEW_AGENT_GATEWAY_LOG`,
+/// default `info`). Never stdout.
 fn init_logging(paths: Option<&Paths>) {
+    use review_agent_gateway::logging::{RedactingFields, filter};
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = || {
-        tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
-    };
     let file = paths.and_then(|paths| {
         let path = paths.log_dir().join("native-host.log");
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
@@ -128,14 +126,16 @@ fn init_logging(paths: Option<&Paths>) {
         native::open_private_append(&path).ok()
     });
     let stderr_layer = tracing_subscriber::fmt::layer()
+        .fmt_fields(RedactingFields::default())
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_filter(filter());
+        .with_filter(filter("info"));
     let file_layer = file.map(|file| {
         tracing_subscriber::fmt::layer()
+            .fmt_fields(RedactingFields::default())
             .with_writer(std::sync::Mutex::new(file))
             .with_ansi(false)
-            .with_filter(filter())
+            .with_filter(filter("info"))
     });
     let _ = tracing_subscriber::registry()
         .with(stderr_layer)

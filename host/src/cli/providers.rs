@@ -79,13 +79,7 @@ pub(crate) fn providers_command(command: ProvidersCommand) -> ExitCode {
 /// Warnings (a locked keyring, an unusable keyring item) on stderr; `REVIEW_AGENT_GATEWAY_LOG`
 /// (e.g. `debug`) shows more.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("REVIEW_AGENT_GATEWAY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter)
-        .try_init();
+    review_agent_gateway::logging::init_stderr("warn");
 }
 
 fn fail(error: &GatewayError) -> ExitCode {

@@ -23,6 +23,11 @@ pub struct Health {
     /// daemon always sends it; absent in the draft's example.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfigHealth>,
+    /// Whether the run store can be written now (issue 12 §2). This gateway always sends it;
+    /// optional on the wire because the draft's §5 example has none (DESIGN §5: nothing
+    /// required may be added inside `/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreHealth>,
 }
 
 /// [`Health::config`]: whether the config file on disk is the one in force.
@@ -48,6 +53,33 @@ pub enum ConfigStatus {
     Ok,
     /// The file on disk does not check; the last valid configuration is in force.
     Invalid,
+}
+
+/// The run store in [`Health::store`]: `ok`, or `unavailable` with the error a run would get
+/// (`store.unavailable`, retryable, with its remediation) and since when. While unavailable,
+/// each health request retries a small write, so the answer turns `ok` as soon as the disk
+/// accepts writes again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreHealth {
+    /// `ok` or `unavailable`.
+    pub status: StoreStatus,
+    /// Why it is unavailable; absent when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<super::envelope::ErrorObject>,
+    /// RFC 3339 time of the first failure; absent when `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// [`StoreHealth::status`]. Wire form: snake_case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreStatus {
+    /// Writes succeed.
+    Ok,
+    /// The last write failed (disk full, I/O error) and none has succeeded since.
+    Unavailable,
 }
 
 /// One configured provider in [`Health::providers`] (draft §5).

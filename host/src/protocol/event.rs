@@ -90,11 +90,15 @@ pub enum EventPayload {
     /// `run.cancelled`: terminal, on request (draft §9).
     #[serde(rename = "run.cancelled")]
     RunCancelled(RunCancelled),
+    /// `run.interrupted`: terminal for this stream, the daemon stopped while the run was going
+    /// (issue 12); `POST /v1/runs/:runId/resume` continues it after this event.
+    #[serde(rename = "run.interrupted")]
+    RunInterrupted(RunInterrupted),
 }
 
 impl EventPayload {
     /// Every wire `type` string, in the order of DESIGN §5.
-    pub const TYPES: [&'static str; 11] = [
+    pub const TYPES: [&'static str; 12] = [
         "run.created",
         "stage.changed",
         "context.added",
@@ -106,6 +110,7 @@ impl EventPayload {
         "run.completed",
         "run.failed",
         "run.cancelled",
+        "run.interrupted",
     ];
 
     /// The wire `type` string of this payload, e.g. `"run.completed"`.
@@ -122,16 +127,20 @@ impl EventPayload {
             EventPayload::RunCompleted(_) => "run.completed",
             EventPayload::RunFailed(_) => "run.failed",
             EventPayload::RunCancelled(_) => "run.cancelled",
+            EventPayload::RunInterrupted(_) => "run.interrupted",
         }
     }
 
-    /// Whether this payload ends its run (`run.completed`, `run.failed`, `run.cancelled`).
+    /// Whether this payload ends its run (`run.completed`, `run.failed`, `run.cancelled`,
+    /// `run.interrupted`). A cancelled, failed or interrupted run may be resumed; its events
+    /// then continue after this one.
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
             EventPayload::RunCompleted(_)
                 | EventPayload::RunFailed(_)
                 | EventPayload::RunCancelled(_)
+                | EventPayload::RunInterrupted(_)
         )
     }
 }
@@ -159,6 +168,7 @@ payload_from!(
     RunCompleted,
     RunFailed,
     RunCancelled,
+    RunInterrupted,
 );
 
 // === Payloads ===
@@ -498,6 +508,33 @@ pub struct RunCancelled {
     pub reason: Option<String>,
 }
 
+/// Why a run was interrupted: the `reason` of `run.interrupted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptReason {
+    /// The daemon was stopped (`SIGTERM`/`SIGINT`) and the run did not finish within the
+    /// shutdown grace.
+    Shutdown,
+    /// The daemon that ran it ended without stopping it (killed, crashed, power lost); the
+    /// next daemon found it still `running` at start.
+    Crash,
+}
+
+/// Payload of `run.interrupted` (issue 12): written durably into the run's event log when the
+/// run is marked `interrupted` — at shutdown after the grace, or at the next start for a run a
+/// crash left going. Like `run.cancelled` it ends the stream of a run that is no longer going,
+/// and `resume` continues the run's sequence after it (with the next `seq`, never repeating a
+/// finding).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInterrupted {
+    /// `shutdown` or `crash`.
+    pub reason: InterruptReason,
+    /// Always `true` for a review (`POST /v1/runs/:runId/resume` continues it); `false` for a
+    /// chat, which is not resumed (send it again).
+    pub resumable: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,6 +575,17 @@ mod tests {
             .into(),
             TextDelta { text: "t".into() }.into(),
         ];
+        let interrupted: EventPayload = RunInterrupted {
+            reason: InterruptReason::Crash,
+            resumable: true,
+        }
+        .into();
+        assert_eq!(interrupted.event_type(), EventPayload::TYPES[11]);
+        assert!(interrupted.is_terminal());
+        assert_eq!(
+            serde_json::to_value(&interrupted).ok(),
+            Some(json!({"type": "run.interrupted", "reason": "crash", "resumable": true}))
+        );
         for (payload, ty) in samples.iter().zip(EventPayload::TYPES) {
             assert_eq!(payload.event_type(), ty);
             let v = serde_json::to_value(payload).ok();

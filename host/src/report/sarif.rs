@@ -326,6 +326,14 @@ fn invocation(c: &Collected) -> Value {
                 None => "The run was cancelled".to_owned(),
             } },
         })),
+        Outcome::Interrupted(reason) => notes.push(json!({
+            "level": "error",
+            "descriptor": { "id": "run.interrupted" },
+            "message": { "text": format!(
+                "The run was interrupted ({}): the gateway stopped before it finished; resume it",
+                super::interrupt_reason(reason)
+            ) },
+        })),
         Outcome::Incomplete => notes.push(json!({
             "level": "error",
             "descriptor": { "id": "run.incomplete" },

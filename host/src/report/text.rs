@@ -165,6 +165,10 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
         (None, Outcome::Cancelled(_)) => {
             writeln!(out, "  reviewed   not reported: the run was cancelled")?
         }
+        (None, Outcome::Interrupted(_)) => writeln!(
+            out,
+            "  reviewed   not reported: the run was interrupted"
+        )?,
         (None, Outcome::Incomplete) => writeln!(
             out,
             "  reviewed   not reported: the events end before the run finished"
@@ -302,6 +306,12 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
                 reason.unwrap_or_default()
             )?;
         }
+        Outcome::Interrupted(reason) => writeln!(
+            out,
+            "  result     {} ({}): the gateway stopped before the run finished; resume it",
+            p.paint(Tone::Bad, "interrupted"),
+            super::interrupt_reason(reason)
+        )?,
         Outcome::Incomplete => writeln!(
             out,
             "  result     {}",

@@ -1,5 +1,12 @@
-//! Writing files only the user may read: a temporary file created with mode 0600 in the target's
-//! directory, written and synced, then moved into place in one step.
+//! Files and directories only the user may read (DESIGN §9, issue 12 §3): a temporary file
+//! created with mode 0600 in the target's directory, written and synced, then moved into place
+//! in one step; the state dir made 0700 and the stores created 0600 whichever command creates
+//! them first ([`ensure_private_dir`], [`ensure_private_file`]).
+//!
+//! **Decision:** a store file or state dir that group or others may read is *repaired* (mode
+//! set to 0600/0700, a warning logged), not refused as the token file is: the store's
+//! contents are not a credential that must be replaced once exposed, and refusing would stop
+//! the daemon on a file left by an earlier version.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -61,6 +68,75 @@ pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
         builder.mode(0o700);
     }
     builder.create(dir)
+}
+
+/// Makes the directory `dir` private (issue 12 §3: the state dir holds request bodies and
+/// finding evidence): created with its missing parents at mode 0700, or, when it exists with
+/// any group or world permission bit, repaired to 0700 with a warning in the log. Returns the
+/// previous mode when it repaired one.
+///
+/// # Errors
+/// The I/O error of creating the directory, reading its metadata or changing its mode; an
+/// `InvalidInput` error when `dir` exists and is not a directory.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<Option<u32>> {
+    if !dir.exists() {
+        create_private_dir(dir)?;
+        return Ok(None);
+    }
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a directory", dir.display()),
+        ));
+    }
+    tighten(dir, 0o700, "directory")
+}
+
+/// Makes the file `path` private: created empty at mode 0600 when missing (before anything is
+/// written to it, so no other user can open it in between), or, when it exists with any group
+/// or world permission bit, repaired to 0600 with a warning in the log. Returns the previous
+/// mode when it repaired one. Used for the stores (`gateway.redb`, `symbols.redb`), which
+/// their database library would otherwise create with the umask's mode (usually 0644).
+///
+/// # Errors
+/// The I/O error of creating the file, reading its metadata or changing its mode.
+pub fn ensure_private_file(path: &Path) -> io::Result<Option<u32>> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => tighten(path, 0o600, "file"),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets `path` to `mode` when it has any group or world bit; returns the old mode then.
+#[cfg(unix)]
+fn tighten(path: &Path, mode: u32, what: &str) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::PermissionsExt;
+    let old = fs::metadata(path)?.permissions().mode() & 0o7777;
+    if old & 0o077 == 0 {
+        return Ok(None);
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+    tracing::warn!(
+        path = %path.display(),
+        old_mode = format_args!("{old:04o}"),
+        new_mode = format_args!("{mode:04o}"),
+        "the {what} was readable by other users; made it private"
+    );
+    Ok(Some(old))
+}
+
+#[cfg(not(unix))]
+fn tighten(_path: &Path, _mode: u32, _what: &str) -> io::Result<Option<u32>> {
+    // The per-user profile directories holding the state dir are private on Windows.
+    Ok(None)
 }
 
 /// A new, empty file with mode 0600 next to `target`, named `.<target name>.tmp-<pid>-<n>`.

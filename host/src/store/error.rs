@@ -7,8 +7,8 @@ use crate::error::{GatewayError, codes};
 
 /// Why a store operation failed.
 ///
-/// Converts into [`GatewayError`]: [`StoreError::Open`] and [`StoreError::Database`] become the
-/// retryable `store.unavailable`, [`StoreError::NotFound`] becomes `run.not_found`, everything
+/// Converts into [`GatewayError`]: [`StoreError::Open`], [`StoreError::Io`] and
+/// [`StoreError::Database`] become the retryable `store.unavailable`, [`StoreError::NotFound`] becomes `run.not_found`, everything
 /// else `internal.error` (a caller bug or a damaged file, never the user's request).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -23,10 +23,23 @@ pub enum StoreError {
         #[source]
         source: redb::DatabaseError,
     },
-    /// A transaction, table or storage operation failed on an open database (I/O error, disk
-    /// full, a table missing from a file the gateway did not create).
+    /// A transaction, table or storage operation failed on an open database (a table missing
+    /// from a file the gateway did not create, a closed store).
     #[error("store operation failed: {0}")]
     Database(String),
+    /// The disk under the store failed: a write found no space (`ENOSPC`), or another I/O
+    /// error. The [`Store`](super::Store) reopens its database and works again once writes
+    /// succeed (issue 12 §2); nothing of the failed call was written.
+    #[error("the store cannot use its disk: {message}")]
+    Io {
+        /// The database file, when known (the store fills it in).
+        path: Option<PathBuf>,
+        /// What failed, e.g. `No space left on device (os error 28)`.
+        message: String,
+        /// True when this call only met the failure of an earlier one (redb's `PreviousIo`):
+        /// it is retried on the reopened database.
+        previous: bool,
+    },
     /// No run with this id is stored (never created, or purged by retention).
     #[error("no run {run_id} in the store")]
     NotFound {
@@ -72,24 +85,68 @@ pub enum StoreError {
     },
 }
 
-/// Every redb operation error maps to [`StoreError::Database`] with redb's message.
+impl StoreError {
+    /// Whether this is a failure of the disk ([`StoreError::Io`]).
+    pub fn is_io(&self) -> bool {
+        matches!(self, StoreError::Io { .. })
+    }
+
+    /// The same error naming `file` as the database file when it is an [`StoreError::Io`]
+    /// that names none.
+    pub(crate) fn at(self, file: &std::path::Path) -> StoreError {
+        match self {
+            StoreError::Io {
+                path: None,
+                message,
+                previous,
+            } => StoreError::Io {
+                path: Some(file.to_owned()),
+                message,
+                previous,
+            },
+            other => other,
+        }
+    }
+}
+
+impl From<redb::StorageError> for StoreError {
+    /// [`StoreError::Io`] for an I/O error (or redb's "previous I/O error"), else
+    /// [`StoreError::Database`] with redb's message.
+    fn from(error: redb::StorageError) -> Self {
+        match error {
+            redb::StorageError::Io(e) => StoreError::Io {
+                path: None,
+                message: e.to_string(),
+                previous: false,
+            },
+            redb::StorageError::PreviousIo => StoreError::Io {
+                path: None,
+                message: "an earlier write failed, and the store has not been reopened yet"
+                    .to_owned(),
+                previous: true,
+            },
+            other => StoreError::Database(other.to_string()),
+        }
+    }
+}
+
+/// Every other redb operation error maps to [`StoreError::Database`] with redb's message, or
+/// to [`StoreError::Io`] when it wraps a storage I/O error.
 macro_rules! database_error_from {
-    ($($ty:ty),* $(,)?) => {$(
-        impl From<$ty> for StoreError {
-            /// Wraps the redb error as [`StoreError::Database`].
-            fn from(error: $ty) -> Self {
-                StoreError::Database(error.to_string())
+    ($($ty:ident),* $(,)?) => {$(
+        impl From<redb::$ty> for StoreError {
+            /// Wraps the redb error as [`StoreError::Database`] ([`StoreError::Io`] for I/O).
+            fn from(error: redb::$ty) -> Self {
+                match error {
+                    redb::$ty::Storage(storage) => storage.into(),
+                    other => StoreError::Database(other.to_string()),
+                }
             }
         }
     )*};
 }
 
-database_error_from!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-);
+database_error_from!(TransactionError, TableError, CommitError);
 
 impl From<StoreError> for GatewayError {
     /// `store.unavailable` (retryable) for [`StoreError::Open`] and [`StoreError::Database`],
@@ -119,6 +176,25 @@ impl From<StoreError> for GatewayError {
                     ),
                 };
                 GatewayError::new(codes::STORE_UNAVAILABLE, message, remediation).retryable()
+            }
+            StoreError::Io { path, .. } => {
+                let dir = path
+                    .as_deref()
+                    .and_then(std::path::Path::parent)
+                    .map_or_else(
+                        || "the gateway's state directory".to_owned(),
+                        |dir| dir.display().to_string(),
+                    );
+                GatewayError::new(
+                    codes::STORE_UNAVAILABLE,
+                    message,
+                    format!(
+                        "Free disk space where {dir} is (or fix the disk error the gateway log \
+                         names), then retry: the gateway recovers by itself once it can write \
+                         again, no restart needed. Earlier runs stay readable meanwhile."
+                    ),
+                )
+                .retryable()
             }
             StoreError::Database(_) => GatewayError::new(
                 codes::STORE_UNAVAILABLE,

@@ -110,6 +110,7 @@ impl RunRecord {
     ///   `fromCache` set when the event says so;
     /// - `run.failed`: `state` `failed`, `error` and `finishedAt` set;
     /// - `run.cancelled`: `state` `cancelled`, `finishedAt` set;
+    /// - `run.interrupted`: `state` `interrupted`, `finishedAt` cleared;
     /// - `run.created` with `fromCache: true` sets `fromCache`; other types change nothing else.
     ///
     /// Does not check `runId` or `seq`; [`Store::append_events`](super::Store::append_events)
@@ -161,6 +162,11 @@ impl RunRecord {
                 self.finish(RunState::Failed, &event.at);
             }
             EventPayload::RunCancelled(_) => self.finish(RunState::Cancelled, &event.at),
+            // Not finished: resumable. Retention counts from `updatedAt` (= this event's `at`).
+            EventPayload::RunInterrupted(_) => {
+                self.state = RunState::Interrupted;
+                self.finished_at = None;
+            }
             EventPayload::ContextAdded(_)
             | EventPayload::ToolStarted(_)
             | EventPayload::ToolCompleted(_)

@@ -475,6 +475,9 @@ impl DaemonConnector {
                 }
                 Err(e) => return Err(ConnectError::Refused(e.into())),
             };
+            // Whatever a dependency logs about the handshake, the token is not in a log line.
+            crate::logging::add_secret(token.expose_secret());
+            tracing::debug!(port, "opening /v1/ws with the token file's bearer token");
             let mut request = format!("ws://127.0.0.1:{port}/v1/ws")
                 .into_client_request()
                 .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
@@ -597,14 +600,16 @@ fn refusal(port: u16, response: tungstenite::http::Response<Option<Vec<u8>>>) ->
     }
 }
 
-/// Opens `path` for appending, creating it (and its directory) with mode 0600 on Unix.
+/// Opens `path` for appending, creating it with mode 0600 (and its missing directories with
+/// 0700) on Unix; an existing file that others may read is made 0600 (with a warning).
 ///
 /// # Errors
 /// The I/O error of creating the directory or opening the file.
 pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::security::fs::create_private_dir(dir)?;
     }
+    crate::security::fs::ensure_private_file(path)?;
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
     #[cfg(unix)]

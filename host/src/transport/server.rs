@@ -60,6 +60,9 @@ pub async fn serve(
         )
     })?;
     let state = HttpState::new(gateway.clone(), token, addr.port());
+    // The handlers are registered before the listening line goes out: a SIGTERM sent as soon
+    // as it is read must stop the daemon gracefully, not kill it.
+    let signalled = shutdown_signal();
     on_listening(addr);
     // Retention (DESIGN §5): purge old event logs hourly, not only at start.
     let purger = gateway.clone();
@@ -83,7 +86,7 @@ pub async fn serve(
     let signal = tokio::spawn({
         let stop = stop.clone();
         async move {
-            shutdown_signal().await;
+            signalled.await;
             stop.cancel();
         }
     });
@@ -114,23 +117,40 @@ pub async fn serve(
 /// How long running reviews get to finish on shutdown before they are interrupted.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM or SIGINT (Ctrl-C): the handlers are registered when this is called, and the
+/// future completes at the first signal.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Registered now, not at the first poll.
+        let mut terminate = signal(SignalKind::terminate()).ok();
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            let term = async {
+                match terminate.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let int = async {
+                match interrupt.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = term => {},
+                () = int => {},
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

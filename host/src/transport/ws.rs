@@ -143,6 +143,11 @@ pub async fn upgrade(
         token: header_token.or(protocol_token).map(str::to_owned),
         origin: headers.get(header::ORIGIN).cloned(),
     };
+    tracing::debug!(
+        with_token = connection.token.is_some(),
+        origin = ?connection.origin,
+        "upgrading to a WebSocket"
+    );
     upgrade
         .protocols([SUBPROTOCOL])
         .max_message_size(MESSAGE_LIMIT)

@@ -417,6 +417,9 @@ impl SymbolIndex {
                  cache and is rebuilt).",
             )
         };
+        // Created 0600 before redb opens it (it would use the umask's mode); an existing one
+        // that others may read is repaired (issue 12 §3: tags quote the repository's code).
+        crate::security::fs::ensure_private_file(path).map_err(|e| unavailable(&e))?;
         // A warm open only reads: a read-only handle (no write, no fsync, at open or at
         // close) when the file already has the current tables and no stale ones.
         if path.is_file()
@@ -495,7 +498,7 @@ impl SymbolIndex {
     /// memory whose note says why. Never fails.
     pub fn open_or_memory(path: &Path) -> SymbolIndex {
         if let Some(dir) = path.parent()
-            && let Err(e) = std::fs::create_dir_all(dir)
+            && let Err(e) = crate::security::fs::create_private_dir(dir)
         {
             return SymbolIndex::in_memory(format!("cannot create {}: {e}", dir.display()));
         }
@@ -507,7 +510,16 @@ impl SymbolIndex {
     /// [`SymbolIndex::open_or_memory`].
     pub fn open_default() -> SymbolIndex {
         match crate::config::Paths::discover() {
-            Ok(paths) => SymbolIndex::open_or_memory(&paths.state_dir().join(FILE_NAME)),
+            Ok(paths) => {
+                // The state dir is ours: private whichever command creates it first.
+                if let Err(e) = crate::security::fs::ensure_private_dir(paths.state_dir()) {
+                    return SymbolIndex::in_memory(format!(
+                        "cannot make {} private: {e}",
+                        paths.state_dir().display()
+                    ));
+                }
+                SymbolIndex::open_or_memory(&paths.state_dir().join(FILE_NAME))
+            }
             Err(e) => SymbolIndex::in_memory(format!("no state directory: {e}")),
         }
     }
