@@ -412,8 +412,7 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
-        let request: ReviewRequest = serde_json::from_value(body.clone())
-            .map_err(|e| invalid(format!("the review request is not valid: {e}")))?;
+        let request: ReviewRequest = crate::protocol::json::decode("review request", body.clone())?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
 
@@ -512,8 +511,8 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
-        let request: crate::protocol::ChatRequest = serde_json::from_value(body.clone())
-            .map_err(|e| invalid(format!("the chat request is not valid: {e}")))?;
+        let request: crate::protocol::ChatRequest =
+            crate::protocol::json::decode("chat request", body.clone())?;
         let options = self.chat_options(&request)?;
         let run_id = new_id("run");
         if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {
@@ -547,10 +546,7 @@ impl Gateway {
         request: &crate::protocol::ChatRequest,
     ) -> Result<ChatOptions, GatewayError> {
         use crate::protocol::{ChatContext, ChatRole};
-        let id = &request.request_id;
-        if id.is_empty() || id.len() > 200 {
-            return Err(invalid("`requestId` must be 1 to 200 characters".into()));
-        }
+        crate::protocol::check_request_id("`requestId`", &request.request_id)?;
         if !request.messages.iter().any(|m| m.role == ChatRole::User) {
             return Err(invalid(
                 "`messages` has no user message; send at least one (draft §7)".into(),
@@ -1239,10 +1235,7 @@ impl Subscription {
 }
 
 fn validate_review(request: &ReviewRequest) -> Result<(), GatewayError> {
-    let id = &request.request_id;
-    if id.is_empty() || id.len() > 200 {
-        return Err(invalid("`requestId` must be 1 to 200 characters".into()));
-    }
+    crate::protocol::check_request_id("`requestId`", &request.request_id)?;
     let refs = &request.target.diff_refs;
     for (name, sha) in [
         ("baseSha", &refs.base_sha),

@@ -35,6 +35,9 @@ pub mod codes {
     pub const ORIGIN_NOT_ALLOWED: &str = "origin.not_allowed";
     /// The `Host` header is not a loopback name with our port (DNS-rebinding defence, DESIGN §9).
     pub const REQUEST_HOST_NOT_ALLOWED: &str = "request.host_not_allowed";
+    /// More than one `Host` header, or an absolute-form request target whose authority is not
+    /// the `Host` header (HTTP 400, RFC 9112 §3.2).
+    pub const REQUEST_HOST_INVALID: &str = "request.host_invalid";
     /// No such route.
     pub const REQUEST_NOT_FOUND: &str = "request.not_found";
     /// The requested model provider is not configured (DESIGN §10).

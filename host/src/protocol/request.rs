@@ -15,6 +15,9 @@ use super::finding::Confidence;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryMappingRequest {
+    /// Optional client id of the proposal, echoed in the answer's `requestId` and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// GitLab origin, e.g. `https://gitlab.example.com` (scheme + host [+ port], no path).
     pub gitlab_origin: String,
     /// Full project path, e.g. `group/subgroup/project`.
@@ -244,6 +247,9 @@ pub enum Effort {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelRequest {
+    /// Optional client id of the cancel, echoed in the answer's `requestId` and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// Short machine-readable reason, e.g. `user_cancelled`; echoed in `run.cancelled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

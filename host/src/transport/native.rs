@@ -893,9 +893,12 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 }
                 Err(error) => {
                     tracing::info!(%error, "an inbound frame was refused");
+                    // The id when the frame has a readable one, as `/v1/ws` answers
+                    // (`protocol::frame::readable_id`): its caller is waiting on it.
+                    let id = error.id().cloned();
                     let error = GatewayError::from(error);
                     if out
-                        .send(Outbound::Frame(error_frame(None, &error)))
+                        .send(Outbound::Frame(error_frame(id, &error)))
                         .await
                         .is_err()
                     {
@@ -1235,8 +1238,14 @@ mod tests {
     #[test]
     fn an_unchunkable_frame_becomes_an_error_frame() {
         // An id that alone fills 1 MiB cannot be chunked: an error frame with a null id instead.
-        let frame = json!({"type": "response", "id": "i".repeat(OUTBOUND_FRAME_CAP), "status": 200, "body": {}});
-        let messages = outbound_messages(Outbound::Text(frame.to_string()));
+        // (No client can send such an id — ids are capped at 200 characters — so the frame is
+        // built here rather than read.)
+        let frame = Frame::Response(crate::protocol::ResponseFrame {
+            id: FrameId::Text("i".repeat(OUTBOUND_FRAME_CAP)),
+            status: 200,
+            body: json!({}),
+        });
+        let messages = outbound_messages(Outbound::Frame(frame));
         assert_eq!(messages.len(), 1);
         let frames = frames_of(&messages[0]);
         assert_eq!(frames[0].1["error"]["code"], codes::FRAME_TOO_LARGE);
