@@ -549,7 +549,7 @@ impl Gateway {
         crate::protocol::check_request_id("`requestId`", &request.request_id)?;
         if !request.messages.iter().any(|m| m.role == ChatRole::User) {
             return Err(invalid(
-                "`messages` has no user message; send at least one (draft §7)".into(),
+                "`messages` has no user message; send at least one `{\"role\": \"user\", \"content\": …}`".into(),
             ));
         }
         if request.messages.last().map(|m| m.role) != Some(ChatRole::User) {
@@ -614,6 +614,7 @@ impl Gateway {
             tools,
             runtime: runtime()?,
             request_id: Some(request.request_id.clone()),
+            surface: crate::error::Surface::Request,
         })
     }
 
@@ -854,6 +855,7 @@ impl Gateway {
             target.diff_refs.head_sha.clone(),
         );
         options.request_id = Some(request.request_id.clone());
+        options.surface = crate::error::Surface::Request;
         options.rules_dirs = config.rules_dirs.clone();
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();
@@ -864,7 +866,7 @@ impl Gateway {
             options.min_confidence = c;
         }
         if let Some(language) = &policy.language {
-            crate::review::model::check_language(language)?;
+            crate::review::model::check_language(language, crate::error::Surface::Request)?;
         }
         if let Some((provider, model)) = model {
             options.model = Some(ModelReview {

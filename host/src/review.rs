@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::error::{GatewayError, codes};
+use crate::error::{GatewayError, Hint, Surface, codes};
 use crate::protocol::{
     AgentEvent, Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Side, Stage,
 };
@@ -42,8 +42,12 @@ const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are loca
      partial clone, `git fetch --refetch`), then review again.";
 
 /// What to do when a review ends up looking at no file.
-const NOTHING_REVIEWED_REMEDIATION: &str = "Check --base/--head (the diff is merge-base..head) \
-     and --paths/--exclude; `git diff --stat BASE...HEAD` shows what changed.";
+const NOTHING_REVIEWED: Hint = Hint {
+    command_line: "Check --base/--head (the diff is merge-base..head) and --paths/--exclude; \
+         `git diff --stat BASE...HEAD` shows what changed.",
+    request: "Check target.diffRefs (the diff is merge-base(baseSha, headSha)..headSha) and \
+         scope.filePaths; `git diff --stat BASE...HEAD` in the clone shows what changed.",
+};
 
 /// Where the repository keeps its own rule sets, read at the base revision.
 pub const REPOSITORY_RULES_DIR: &str = ".review-agent/rules";
@@ -79,6 +83,9 @@ pub struct ReviewOptions {
     pub diff: DiffOptions,
     /// The client's `requestId`, echoed in `run.created`.
     pub request_id: Option<String>,
+    /// Who started the review: its warnings name flags or request fields. Default: the
+    /// command line.
+    pub surface: Surface,
     /// The model stage's provider, model, budgets and runtime; `None`: rules only (the
     /// `builtin` provider, DESIGN §8).
     pub model: Option<model::ModelReview>,
@@ -100,6 +107,7 @@ impl ReviewOptions {
             min_confidence: Confidence::Medium,
             diff: DiffOptions::default(),
             request_id: None,
+            surface: Surface::default(),
             model: None,
         }
     }
@@ -236,7 +244,8 @@ pub fn run_with(
     sink: &mut dyn FnMut(&AgentEvent),
 ) -> Result<ReviewOutcome, GatewayError> {
     let started = Instant::now();
-    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink);
+    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink)
+        .speaking_to(options.surface);
     if control.announce {
         emitter.run_created(options.request_id.clone());
     }
@@ -370,7 +379,7 @@ fn pipeline(
             code,
             message,
             None,
-            Some(NOTHING_REVIEWED_REMEDIATION.into()),
+            Some(NOTHING_REVIEWED.to(emitter.surface()).into()),
         );
     }
     let (additions, deletions) = diff

@@ -874,3 +874,44 @@ fn a_foreign_listener_on_the_port_is_reported() {
     assert!(h.wait().success());
     assert!(h.started_daemon().is_none(), "{}", h.log());
 }
+
+/// Issue 12 §4: a frame the host cannot take is answered with its id whenever the JSON object
+/// has a readable one — as `/v1/ws` does, by the same function — so a caller waiting on that id
+/// gets an answer; and `response` bodies carry a `requestId`.
+#[test]
+fn error_frames_keep_a_readable_id_and_responses_carry_request_ids() {
+    let s = Setup::new();
+    let _daemon = s.serve(&[]);
+    let mut h = s.host(&[&format!("chrome-extension://{CHROME_ID}/")]);
+    let cases = [
+        (r#"{"type":"subscribe","id":"u"}"#.to_owned(), json!("u"), "subscribe"),
+        (r#"{"type":"request","id":7,"path":"/v1/health"}"#.to_owned(), json!(7), "missing field `method`"),
+        (r#"{"type":"request","id":"t","method":5,"path":"/v1/health"}"#.to_owned(), json!("t"), "invalid type"),
+        (
+            r#"{"type":"request","id":"d","method":"POST","path":"/v1/chat","body":{"messages":[],"messages":[]}}"#.to_owned(),
+            json!("d"),
+            "duplicate key `messages`",
+        ),
+        (
+            format!(r#"{{"type":"request","id":"{}","method":"GET","path":"/v1/health"}}"#, "i".repeat(201)),
+            Value::Null,
+            "longer than 200 characters",
+        ),
+    ];
+    for (text, id, needle) in cases {
+        h.write(&framed(text.as_bytes()));
+        let e = h.recv();
+        assert_eq!(error_code(&e), "request.invalid", "{text}: {e}");
+        assert_eq!(e["id"], id, "{text}: {e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{text}: {message}");
+        assert!(e.to_string().len() < 2_000, "nothing long is echoed: {e}");
+    }
+    let health = h.call(json!(1), "GET", "/v1/health", None);
+    let minted = health["body"]["requestId"].as_str().unwrap_or_default();
+    assert!(minted.starts_with("req_"), "{health}");
+    let mut body = s.tool_body(json!({"path": "notes.md"}));
+    body["requestId"] = json!("native-tool");
+    let read = h.call(json!(2), "POST", "/v1/tools/file_read", Some(body));
+    assert_eq!(read["body"]["requestId"], "native-tool", "{read}");
+}

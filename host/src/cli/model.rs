@@ -100,7 +100,10 @@ pub fn review_model(
         return Ok(None);
     };
     if let Some(language) = &args.language {
-        review_agent_gateway::review::model::check_language(language)?;
+        review_agent_gateway::review::model::check_language(
+            language,
+            review_agent_gateway::error::Surface::CommandLine,
+        )?;
     }
     let loaded = Config::load(args.config.as_deref())?;
     let config = loaded.config();
@@ -274,6 +277,7 @@ fn chat_options(
         tools,
         runtime: runtime.handle().clone(),
         request_id: None,
+        surface: review_agent_gateway::error::Surface::CommandLine,
     })
 }
 

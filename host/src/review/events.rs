@@ -37,6 +37,7 @@ pub struct Emitter<'a> {
     // Invariant: the seq of the last event sent; the next is `seq + 1`.
     seq: u64,
     sink: &'a mut dyn FnMut(&AgentEvent),
+    surface: crate::error::Surface,
 }
 
 impl<'a> Emitter<'a> {
@@ -52,7 +53,20 @@ impl<'a> Emitter<'a> {
             run_id,
             seq: last_seq,
             sink,
+            surface: crate::error::Surface::default(),
         }
+    }
+
+    /// The same emitter, whose warnings speak to `surface` (who started the run).
+    pub fn speaking_to(mut self, surface: crate::error::Surface) -> Self {
+        self.surface = surface;
+        self
+    }
+
+    /// Who the run's warnings speak to: pick remediations with
+    /// [`crate::error::Hint::to`]`(emitter.surface())`.
+    pub fn surface(&self) -> crate::error::Surface {
+        self.surface
     }
 
     /// The run's id.

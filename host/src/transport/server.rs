@@ -60,6 +60,9 @@ pub async fn serve(
         )
     })?;
     let state = HttpState::new(gateway.clone(), token, addr.port());
+    // Registered before the port is announced: a SIGTERM sent as soon as a supervisor (or a
+    // test) reads it must stop the daemon gracefully, not kill it (the default action).
+    let signals = StopSignals::register();
     on_listening(addr);
     // Retention (DESIGN §5): purge old event logs hourly, not only at start.
     let purger = gateway.clone();
@@ -83,7 +86,7 @@ pub async fn serve(
     let signal = tokio::spawn({
         let stop = stop.clone();
         async move {
-            shutdown_signal().await;
+            signals.recv().await;
             stop.cancel();
         }
     });
@@ -114,23 +117,49 @@ pub async fn serve(
 /// How long running reviews get to finish on shutdown before they are interrupted.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM and SIGINT (Ctrl-C elsewhere), registered when made.
+struct StopSignals {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                terminate: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Resolves at the first of the signals.
+    async fn recv(mut self) {
+        #[cfg(unix)]
+        {
+            async fn one(signal: Option<&mut tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = one(self.terminate.as_mut()) => {},
+                () = one(self.interrupt.as_mut()) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = &mut self;
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
