@@ -546,6 +546,19 @@ fn rules_list(rules_dirs: &[PathBuf], format: ListFormat) -> ExitCode {
 }
 
 fn review_command(args: ReviewArgs) -> ExitCode {
+    use review_agent_gateway::error::codes;
+    // A range such as `main...feature` is refused by the repository layer in words that fit
+    // every caller; the command line can say which flags to use instead.
+    for (flag, rev) in [("--base", &args.base), ("--head", &args.head)] {
+        if rev.contains("..") {
+            return fail(&GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("{flag} `{rev}` is a range, not one revision"),
+                "Give the base with --base and the head with --head (the diff is \
+                 merge-base(base, head)..head, as `git diff base...head`).",
+            ));
+        }
+    }
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
     options.user_rules_dir = user_rules_dir();

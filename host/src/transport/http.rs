@@ -247,7 +247,9 @@ async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId)
             );
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("authorization, content-type, last-event-id"),
+                HeaderValue::from_static(
+                    "authorization, content-type, last-event-id, x-request-id",
+                ),
             );
             h.insert(
                 header::ACCESS_CONTROL_MAX_AGE,
@@ -308,6 +310,11 @@ fn cors_headers(headers: &mut HeaderMap, origin: &str) {
     if let Ok(value) = HeaderValue::from_str(origin) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+        // So a page can read the id it would quote in a bug report (the body has it too).
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("x-request-id"),
+        );
     }
 }
 
