@@ -412,7 +412,7 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
-        let request: ReviewRequest = crate::protocol::json::decode("review request", body.clone())?;
+        let request: ReviewRequest = crate::protocol::json::decode("review request", &body)?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
 
@@ -512,7 +512,7 @@ impl Gateway {
             return Err(shutting_down());
         }
         let request: crate::protocol::ChatRequest =
-            crate::protocol::json::decode("chat request", body.clone())?;
+            crate::protocol::json::decode("chat request", &body)?;
         let options = self.chat_options(&request)?;
         let run_id = new_id("run");
         if let Some(existing) = self.idempotency(&request.request_id, &body, &run_id)? {

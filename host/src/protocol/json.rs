@@ -61,7 +61,7 @@ pub fn strict_body<'de, D: de::Deserializer<'de>>(
 /// `request.invalid` with [`BODY_REMEDIATION`]: a key that is a near miss of a field of `T` (at
 /// the top level, or where serde reports a missing field: "unknown field `requestID`; did you
 /// mean `requestId`?"), or serde's message prefixed with the field's path.
-pub fn decode<T: DeserializeOwned>(what: &str, value: Value) -> Result<T, GatewayError> {
+pub fn decode<T: DeserializeOwned>(what: &str, value: &Value) -> Result<T, GatewayError> {
     let invalid = |message: String| {
         GatewayError::new(
             codes::REQUEST_INVALID,
@@ -69,14 +69,14 @@ pub fn decode<T: DeserializeOwned>(what: &str, value: Value) -> Result<T, Gatewa
             BODY_REMEDIATION,
         )
     };
-    if let Value::Object(object) = &value
+    if let Value::Object(object) = value
         && let Some(message) = near_miss(object, field_names::<T>(), "")
     {
         return Err(invalid(message));
     }
     let missing_in = |path: &serde_path_to_error::Path, message: &str| -> Option<String> {
         let field = message.strip_prefix("missing field `")?.split('`').next()?;
-        let mut at = &value;
+        let mut at = value;
         let mut prefix = String::new();
         for segment in path.iter() {
             match segment {
@@ -95,8 +95,7 @@ pub fn decode<T: DeserializeOwned>(what: &str, value: Value) -> Result<T, Gatewa
         }
         near_miss(at.as_object()?, &[field], &prefix)
     };
-    let copy = value.clone();
-    serde_path_to_error::deserialize::<_, T>(copy).map_err(|e| {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let message = e.inner().to_string();
         if let Some(near) = missing_in(e.path(), &message) {
             return invalid(near);
@@ -291,7 +290,7 @@ mod tests {
     fn near_misses_of_fields_are_named() {
         let error = decode::<ToolCallRequest>(
             "tool call",
-            json!({"requestID": "a", "gitlabOrigin": "o", "projectPath": "p"}),
+            &json!({"requestID": "a", "gitlabOrigin": "o", "projectPath": "p"}),
         )
         .expect_err("near miss");
         assert!(
@@ -307,7 +306,7 @@ mod tests {
             "target": {"gitlabOrigin": "o", "projectPath": "p", "mergeRequestIid": 1,
                 "diffRefs": {"baseSha": "a", "startSha": "a", "head_sha": "b"}}
         });
-        let error = decode::<ReviewRequest>("review request", review).expect_err("near miss");
+        let error = decode::<ReviewRequest>("review request", &review).expect_err("near miss");
         assert!(
             error.message.contains(
                 "unknown field `target.diffRefs.head_sha`; did you mean `target.diffRefs.headSha`?"
@@ -318,7 +317,7 @@ mod tests {
         // Other errors carry the path of the field; unknown keys are still ignored.
         let error = decode::<ToolCallRequest>(
             "tool call",
-            json!({"gitlabOrigin": 1, "projectPath": "p", "later": true}),
+            &json!({"gitlabOrigin": 1, "projectPath": "p", "later": true}),
         )
         .expect_err("wrong type");
         assert!(
@@ -329,7 +328,7 @@ mod tests {
         assert!(
             decode::<ToolCallRequest>(
                 "tool call",
-                json!({"gitlabOrigin": "o", "projectPath": "p", "later": true})
+                &json!({"gitlabOrigin": "o", "projectPath": "p", "later": true})
             )
             .is_ok()
         );

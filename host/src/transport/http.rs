@@ -202,12 +202,12 @@ async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId)
         let error = match refusal {
             HostRefusal::NotAllowed(host) => GatewayError::new(
                 codes::REQUEST_HOST_NOT_ALLOWED,
-                format!("Host `{}` is not this gateway", clip(&host)),
+                format!("Host `{}` is not this gateway", clip(&host, 120)),
                 remediation,
             ),
             invalid => GatewayError::new(
                 codes::REQUEST_HOST_INVALID,
-                invalid.to_string(),
+                clip(&invalid.to_string(), 300),
                 format!("Send exactly one Host header that names the gateway. {remediation}"),
             ),
         };
@@ -342,8 +342,9 @@ async fn call_tool(
         Ok(name) => name,
         Err(rejection) => return path_error(&id, &rejection),
     };
-    let (request, id) = match body.and_then(|b| b.decode::<ToolCallRequest>("tool call")) {
-        Ok(parsed) => parsed,
+    let (request, id) = match body.map(|b| b.decode::<ToolCallRequest>("tool call")) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
         Err(response) => return response,
     };
     let gateway = state.gateway.clone();
@@ -371,11 +372,12 @@ async fn propose_mapping(
     headers: HeaderMap,
     body: Result<JsonBody, Response>,
 ) -> Response {
-    let (request, id) =
-        match body.and_then(|b| b.decode::<RepositoryMappingRequest>("mapping proposal")) {
-            Ok(parsed) => parsed,
-            Err(response) => return response,
-        };
+    let (request, id) = match body.map(|b| b.decode::<RepositoryMappingRequest>("mapping proposal"))
+    {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
+    };
     let origin = headers
         .get(header::ORIGIN)
         .and_then(|o| o.to_str().ok())
@@ -408,8 +410,9 @@ async fn start_run(
     body: Result<JsonBody, Response>,
     start: fn(&Gateway, Value) -> Result<crate::engine::Started, GatewayError>,
 ) -> Response {
-    let (value, id) = match body.and_then(JsonBody::required) {
-        Ok(parsed) => parsed,
+    let (value, id) = match body.map(JsonBody::required) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
         Err(response) => return response,
     };
     let gateway = state.gateway.clone();
@@ -493,7 +496,7 @@ async fn cancel_run(
     };
     let (request, id) = match body.decode_optional::<CancelRequest>("cancel request") {
         Ok(parsed) => parsed,
-        Err(response) => return response,
+        Err(refused) => return *refused,
     };
     match state.gateway.cancel(&run_id, request.reason) {
         Ok(view) => ok(&id, view),
@@ -615,28 +618,31 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     }
 }
 
+/// A finished error answer (boxed: a `Response` is large).
+type Refused = Box<Response>;
+
 impl JsonBody {
     /// The body, which the route requires, and the request's id.
-    fn required(self) -> Result<(Value, RequestId), Response> {
+    fn required(self) -> Result<(Value, RequestId), Refused> {
         match self.value {
             Some(value) => Ok((value, self.id)),
-            None => Err(error_response(
+            None => Err(Box::new(error_response(
                 &self.id,
                 &GatewayError::new(
                     codes::REQUEST_INVALID,
                     "this route needs a JSON body, and the request has none",
                     BODY_REMEDIATION,
                 ),
-            )),
+            ))),
         }
     }
 
     /// The body as the request type `T` ([`decode`]), which the route requires.
-    fn decode<T: DeserializeOwned>(self, what: &str) -> Result<(T, RequestId), Response> {
+    fn decode<T: DeserializeOwned>(self, what: &str) -> Result<(T, RequestId), Refused> {
         let (value, id) = self.required()?;
-        match decode(what, value) {
+        match decode(what, &value) {
             Ok(request) => Ok((request, id)),
-            Err(e) => Err(error_response(&id, &e)),
+            Err(e) => Err(Box::new(error_response(&id, &e))),
         }
     }
 
@@ -644,7 +650,7 @@ impl JsonBody {
     fn decode_optional<T: DeserializeOwned + Default>(
         self,
         what: &str,
-    ) -> Result<(T, RequestId), Response> {
+    ) -> Result<(T, RequestId), Refused> {
         match self.value {
             None => Ok((T::default(), self.id)),
             Some(_) => self.decode(what),
@@ -754,9 +760,9 @@ fn invalid_json(e: &serde_json::Error) -> GatewayError {
     )
 }
 
-/// `text` cut to 120 characters, for messages quoting a header.
-fn clip(text: &str) -> String {
-    match text.char_indices().nth(120) {
+/// `text` cut to `max` characters, for messages quoting headers.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_owned(),
     }
