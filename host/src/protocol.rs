@@ -15,7 +15,9 @@
 //!   near-miss field names named).
 //!
 //! All JSON field names are camelCase. Optional fields are omitted when absent, and unknown
-//! fields are ignored on input so optional fields can be added within `/v1` (draft §14).
+//! fields are ignored on input so optional fields can be added within `/v1` (draft §14) — but
+//! a key that is a near miss of a field (`requestID`) is refused by [`json::decode`], and a key
+//! given twice in one object by [`json::parse_strict`].
 
 pub mod capability;
 pub mod codec;

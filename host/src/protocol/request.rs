@@ -1,8 +1,10 @@
 //! Request bodies: repository mapping (draft §6), chat (§7), review (§8), cancel (§9).
 //!
 //! Unknown fields are ignored, not rejected, so that clients may send optional fields added
-//! later inside `/v1` (draft §14). Optional fields are omitted on the wire when `None`, except
-//! `scope.selection`, which the draft writes as an explicit `null`.
+//! later inside `/v1` (draft §14); transports read bodies with [`super::json`], which refuses
+//! duplicate keys and names a near miss of a field (`requestID` for `requestId`). Optional
+//! fields are omitted on the wire when `None`, except `scope.selection`, which the draft writes
+//! as an explicit `null`.
 
 use serde::{Deserialize, Serialize};
 

@@ -20,8 +20,10 @@
 //!   is sent. Cancelling an `id` that is not open (finished, never sent) does nothing: its
 //!   `response` or `end` was, or will be, the last frame for it.
 //! - Anything else — not JSON, not an object with a known `type`, a missing or malformed field,
-//!   a frame type only the gateway sends — → `error` `request.invalid` naming the problem, with
-//!   the offending `id` when one could be read. Nothing a client sends ends the dispatcher.
+//!   a key twice in one object (the frame's `body` included), an `id` over 200 characters, a
+//!   frame type only the gateway sends — → `error` `request.invalid` naming the problem, with
+//!   the offending `id` whenever one can be read ([`readable_id`], which the native host uses
+//!   too). Nothing a client sends ends the dispatcher.
 //!
 //! Every outgoing frame goes through one bounded channel ([`OUTBOUND_CAPACITY`]); a slow reader
 //! slows its own streams (backpressure), never the daemon. Dropping the [`Dispatcher`] stops all

@@ -17,8 +17,9 @@
 //!   hosts connect to the first.
 //! - **Relay** ([`relay`]): stdin bytes → [`Decoder`] (64 MiB cap) → each frame's JSON as one
 //!   WebSocket text message; each frame the decoder cannot take (zero or over-cap length,
-//!   invalid UTF-8, malformed JSON, unknown type) → one `error` frame on stdout, and the stream
-//!   goes on. Daemon text messages → stdout, a frame whose JSON is over 1 MiB as `chunk` frames
+//!   invalid UTF-8, malformed JSON, unknown type, a missing or mistyped field) → one `error`
+//!   frame on stdout, carrying the frame's `id` whenever the JSON object has a readable one
+//!   ([`crate::protocol::frame::readable_id`], as `/v1/ws` answers), and the stream goes on. Daemon text messages → stdout, a frame whose JSON is over 1 MiB as `chunk` frames
 //!   ([`encode_chunked`] at [`OUTBOUND_FRAME_CAP`]); nothing over 1 MiB is ever written.
 //! - **Connection loss**: every request still open (sent, no `response`/`end`/`error` yet) gets
 //!   an `error` frame `gateway.unavailable` (retryable: its answer is lost; runs go on in the
