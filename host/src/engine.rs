@@ -549,7 +549,9 @@ impl Gateway {
         crate::protocol::check_request_id("`requestId`", &request.request_id)?;
         if !request.messages.iter().any(|m| m.role == ChatRole::User) {
             return Err(invalid(
-                "`messages` has no user message; send at least one `{\"role\": \"user\", \"content\": …}`".into(),
+                "`messages` has no user message; send at least one \
+                 `{\"role\": \"user\", \"content\": …}`"
+                    .into(),
             ));
         }
         if request.messages.last().map(|m| m.role) != Some(ChatRole::User) {
@@ -563,6 +565,7 @@ impl Gateway {
             request.provider_id.as_deref(),
             request.model.as_deref(),
             Some(&self.inner.clients),
+            crate::error::Surface::Request,
         )?
             .ok_or_else(|| {
                 GatewayError::new(
@@ -845,6 +848,7 @@ impl Gateway {
             request.provider_id.as_deref(),
             request.model.as_deref(),
             Some(&self.inner.clients),
+            crate::error::Surface::Request,
         )?;
         let mapping = config
             .find_mapping(&target.gitlab_origin, &target.project_path)

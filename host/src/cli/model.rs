@@ -112,6 +112,7 @@ pub fn review_model(
         Some(provider_id),
         args.model.as_deref(),
         None,
+        review_agent_gateway::error::Surface::CommandLine,
     )?
     else {
         return Ok(None);
@@ -231,6 +232,7 @@ fn chat_options(
         args.provider.as_deref(),
         args.model.as_deref(),
         None,
+        review_agent_gateway::error::Surface::CommandLine,
     )?
     .ok_or_else(|| {
         let message = if args.provider.as_deref() == Some("builtin") {
