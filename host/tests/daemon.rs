@@ -1316,6 +1316,24 @@ fn every_answer_carries_a_request_id_and_the_log_names_it() {
         "rid-map",
         202,
     );
+    let empty_path = json!({"requestId": "rid-map-bad", "gitlabOrigin": ORIGIN,
+                            "projectPath": "group/new", "localPath": ""});
+    echoed(
+        &d.authed("POST", "/v1/repository-mappings", Some(&empty_path)),
+        "rid-map-bad",
+        400,
+    );
+    minted(&d.authed("GET", &format!("/v1/runs/{run_id}"), None), 200);
+    minted(&d.authed("GET", "/v1/runs/run_missing/events", None), 404);
+    echoed(
+        &d.authed(
+            "POST",
+            "/v1/runs/run_missing/resume",
+            Some(&json!({"requestId": "rid-resume"})),
+        ),
+        "rid-resume",
+        404,
+    );
     let cancel = json!({"requestId": "rid-cancel", "reason": "user_cancelled"});
     let path = format!("/v1/runs/{run_id}/cancel");
     echoed(&d.authed("POST", &path, Some(&cancel)), "rid-cancel", 200);
