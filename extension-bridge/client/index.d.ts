@@ -19,18 +19,24 @@ export interface ErrorObject {
   remediation: string;
 }
 
-/** The common response object (draft §4; `ApiResponse`): what every route answers. */
+/** The common response object (draft §4; `ApiResponse`): what every route answers. This
+ * gateway always sets `requestId` — the request body's `requestId`, else the `X-Request-Id`
+ * header, else one it minted (`req_<ULID>`) — and names it in its log; it is optional here for
+ * other gateways (the draft's §5 examples omit it). */
 export type ApiResponse<T> =
   | { ok: true; requestId?: string; data: T }
   | { ok: false; requestId?: string; error: ErrorObject };
 
 export declare class GatewayError extends Error {
-  constructor(error: Partial<ErrorObject> | undefined, status?: number);
+  constructor(error: Partial<ErrorObject> | undefined, status?: number, requestId?: string | null);
   code: string;
   retryable: boolean;
   remediation: string | null;
   /** HTTP status of the answer, when there was one. */
   status: number | null;
+  /** The answer's `requestId` (what the daemon's log line for the request names), when the
+   * gateway answered. */
+  requestId: string | null;
 }
 
 // === Findings (draft §11; finding.rs) ===

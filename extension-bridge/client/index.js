@@ -21,13 +21,14 @@ const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.i
 
 /** An error answered by the gateway (the common error object) or raised by a transport. */
 export class GatewayError extends Error {
-  constructor(error, status) {
+  constructor(error, status, requestId) {
     super(error?.message ?? String(error));
     this.name = "GatewayError";
     this.code = error?.code ?? "gateway.unavailable";
     this.retryable = Boolean(error?.retryable);
     this.remediation = error?.remediation ?? null;
     this.status = status ?? null;
+    this.requestId = requestId ?? null;
   }
 }
 
@@ -89,9 +90,9 @@ class FrameTransport {
       this.#pending.delete(frame.id);
       if (entry.queue) {
         // A streaming route answered with a plain response: an error before the stream.
-        entry.queue.fail(new GatewayError(frame.body?.error, frame.status));
+        entry.queue.fail(new GatewayError(frame.body?.error, frame.status, frame.body?.requestId));
       } else if (frame.body?.ok === false || frame.status >= 400) {
-        entry.reject(new GatewayError(frame.body?.error, frame.status));
+        entry.reject(new GatewayError(frame.body?.error, frame.status, frame.body?.requestId));
       } else {
         entry.resolve(frame.body?.data);
       }
@@ -229,7 +230,10 @@ class HttpTransport {
   async request(method, path, body) {
     const response = await this.#fetch(method, path, body);
     const json = await response.json().catch(() => null);
-    if (!response.ok || json?.ok === false) throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status);
+    if (!response.ok || json?.ok === false) {
+      const requestId = json?.requestId ?? response.headers.get("x-request-id");
+      throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status, requestId);
+    }
     return json?.data;
   }
   stream(method, path, body) {
@@ -239,7 +243,8 @@ class HttpTransport {
       const response = await this.#fetch(method, path, body);
       if (!response.headers.get("content-type")?.startsWith("text/event-stream")) {
         const json = await response.json().catch(() => null);
-        throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status);
+        const requestId = json?.requestId ?? response.headers.get("x-request-id");
+        throw new GatewayError(json?.error ?? { message: `HTTP ${response.status}` }, response.status, requestId);
       }
       for await (const event of readSse(response)) {
         if (controller.stopped) return;

@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::conversation::{
     self, Budget, Conversation, End, MIN_OUTPUT_TOKENS, Spent, ToolHost, specs_tokens,
 };
-use crate::error::{GatewayError, codes};
+use crate::error::{GatewayError, Hint, Surface, codes};
 use crate::protocol::{
     AgentEvent, ChatMessage, ChatRole, ContextAdded, ContextItem, FileContext, RunCompleted,
     RunCreated, RunKind, SelectionContext, Warning,
@@ -49,6 +49,8 @@ pub struct ChatOptions {
     pub runtime: tokio::runtime::Handle,
     /// The client's `requestId`.
     pub request_id: Option<String>,
+    /// Who started the chat: its messages name flags or request fields.
+    pub surface: Surface,
 }
 
 impl std::fmt::Debug for ChatOptions {
@@ -94,7 +96,8 @@ pub fn run_with(
     sink: &mut dyn FnMut(&AgentEvent),
 ) -> Result<ChatOutcome, GatewayError> {
     let started = Instant::now();
-    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink);
+    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink)
+        .speaking_to(options.surface);
     if control.announce {
         emitter.emit(RunCreated {
             request_id: options.request_id.clone(),
@@ -133,7 +136,11 @@ pub fn run_with(
                      tools (~{need} tokens with them), so the model answers without them"
                 ),
                 path: None,
-                remediation: Some(crate::conversation::CONTEXT_REMEDIATION.into()),
+                remediation: Some(
+                    crate::conversation::CONTEXT_REMEDIATION
+                        .to(options.surface)
+                        .into(),
+                ),
             });
         }
     }
@@ -243,13 +250,19 @@ pub fn run_with(
             let (limit, remediation) = if which == "maxContextTokens" {
                 (
                     format!("a context of {} tokens", options.budget.max_context_tokens),
-                    "Ask about fewer lines (--lines, or a shorter selection), or raise the \
-                     provider's context_window in config.toml (and the model server's own).",
+                    Hint {
+                        command_line: "Ask about fewer lines (--lines), or raise the provider's \
+                             context_window in config.toml (and the model server's own).",
+                        request: "Ask about a shorter selection, or raise the provider's \
+                             context_window in the gateway's config.toml (and the model server's \
+                             own).",
+                    }
+                    .to(options.surface),
                 )
             } else {
                 (
                     format!("up to {} tool calls", options.budget.max_tool_calls),
-                    crate::conversation::BUDGET_REMEDIATION,
+                    crate::conversation::BUDGET_REMEDIATION.to(options.surface),
                 )
             };
             Err(GatewayError::new(

@@ -31,7 +31,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{GatewayError, codes};
+use crate::error::{GatewayError, Hint, codes};
 use crate::protocol::{TextDelta, Usage, Warning};
 use crate::providers::{
     FinishReason, Message, ModelRequest, Part, Provider, ProviderError, Role, StreamEvent,
@@ -283,7 +283,7 @@ pub async fn converse(
                         budget.max_tool_calls
                     ),
                     path: None,
-                    remediation: Some(BUDGET_REMEDIATION.into()),
+                    remediation: Some(BUDGET_REMEDIATION.to(emitter.surface()).into()),
                 });
                 return Ok(End::BudgetExhausted("maxToolCalls"));
             }
@@ -293,18 +293,22 @@ pub async fn converse(
     }
 }
 
-/// What to do when a budget runs out: the command-line flags and the request fields, and the
-/// config's caps.
-pub const BUDGET_REMEDIATION: &str = "Raise the budget: --max-tool-calls / --max-output-tokens on \
-     the command line, maxToolCalls / maxOutputTokens in a request (both capped by [limits] in \
-     config.toml); or review fewer files at a time (--paths, scope.filePaths).";
+/// What to do when a budget runs out (model review and chat), in the words of who started the
+/// run, and the config's caps.
+pub const BUDGET_REMEDIATION: Hint = Hint {
+    command_line: "Raise the budget with --max-tool-calls / --max-output-tokens (capped by \
+         [limits] in config.toml), or review fewer files at a time (--paths).",
+    request: "Raise the budget with maxToolCalls / maxOutputTokens (a review's policy, a chat's \
+         maxToolCalls; capped by [limits] in the gateway's config.toml), or review fewer files at \
+         a time (scope.filePaths).",
+};
 
 fn warn_budget(emitter: &mut Emitter<'_>, which: &str, message: String) {
     emitter.emit(Warning {
         code: codes::BUDGET_EXHAUSTED.into(),
         message: format!("{which}: {message}"),
         path: None,
-        remediation: Some(BUDGET_REMEDIATION.into()),
+        remediation: Some(BUDGET_REMEDIATION.to(emitter.surface()).into()),
     });
 }
 
@@ -486,9 +490,14 @@ async fn turn(
 pub const TOOL_RESULT_CHARS: usize = 12_000;
 
 /// What to do when the context window is too small (model review and chat).
-pub const CONTEXT_REMEDIATION: &str = "Raise the provider's context_window in config.toml (and the \
-     model server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
-     time with --paths.";
+pub const CONTEXT_REMEDIATION: Hint = Hint {
+    command_line: "Raise the provider's context_window in config.toml (and the model server's \
+         own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a time with \
+         --paths.",
+    request: "Raise the provider's context_window in the gateway's config.toml (and the model \
+         server's own, e.g. Ollama's num_ctx or llama-server -c), or review fewer files at a \
+         time (scope.filePaths).",
+};
 
 /// The `context.added` of kind `model` for a run of `model` on `provider` within `budget`.
 pub fn model_context(

@@ -548,8 +548,7 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
-        let request: ReviewRequest = serde_json::from_value(body.clone())
-            .map_err(|e| invalid(format!("the review request is not valid: {e}")))?;
+        let request: ReviewRequest = crate::protocol::json::decode("review request", &body)?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
         self.store_writable()?;
@@ -649,8 +648,8 @@ impl Gateway {
         if !self.inner.accepting.load(Ordering::Relaxed) {
             return Err(shutting_down());
         }
-        let request: crate::protocol::ChatRequest = serde_json::from_value(body.clone())
-            .map_err(|e| invalid(format!("the chat request is not valid: {e}")))?;
+        let request: crate::protocol::ChatRequest =
+            crate::protocol::json::decode("chat request", &body)?;
         let options = self.chat_options(&request)?;
         self.store_writable()?;
         let run_id = new_id("run");
@@ -685,13 +684,12 @@ impl Gateway {
         request: &crate::protocol::ChatRequest,
     ) -> Result<ChatOptions, GatewayError> {
         use crate::protocol::{ChatContext, ChatRole};
-        let id = &request.request_id;
-        if id.is_empty() || id.len() > 200 {
-            return Err(invalid("`requestId` must be 1 to 200 characters".into()));
-        }
+        crate::protocol::check_request_id("`requestId`", &request.request_id)?;
         if !request.messages.iter().any(|m| m.role == ChatRole::User) {
             return Err(invalid(
-                "`messages` has no user message; send at least one (draft §7)".into(),
+                "`messages` has no user message; send at least one \
+                 `{\"role\": \"user\", \"content\": …}`"
+                    .into(),
             ));
         }
         if request.messages.last().map(|m| m.role) != Some(ChatRole::User) {
@@ -705,6 +703,7 @@ impl Gateway {
             request.provider_id.as_deref(),
             request.model.as_deref(),
             Some(&self.inner.clients),
+            crate::error::Surface::Request,
         )?
             .ok_or_else(|| {
                 GatewayError::new(
@@ -756,6 +755,7 @@ impl Gateway {
             tools,
             runtime: runtime()?,
             request_id: Some(request.request_id.clone()),
+            surface: crate::error::Surface::Request,
         })
     }
 
@@ -1084,6 +1084,7 @@ impl Gateway {
             request.provider_id.as_deref(),
             request.model.as_deref(),
             Some(&self.inner.clients),
+            crate::error::Surface::Request,
         )?;
         let mapping = config
             .find_mapping(&target.gitlab_origin, &target.project_path)
@@ -1102,7 +1103,7 @@ impl Gateway {
             config: config.rules_dirs.clone(),
             explicit: Vec::new(),
         };
-        options.wording = crate::review::Wording::Request;
+        options.surface = crate::error::Surface::Request;
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();
             // Refused here (400), not by the run: the caps and the glob syntax of the tools.
@@ -1120,7 +1121,7 @@ impl Gateway {
             options.min_confidence = c;
         }
         if let Some(language) = &policy.language {
-            crate::review::model::check_language(language)?;
+            crate::review::model::check_language(language, crate::error::Surface::Request)?;
         }
         if let Some((provider, model)) = model {
             options.model = Some(ModelReview {
@@ -1565,10 +1566,7 @@ impl Subscription {
 }
 
 fn validate_review(request: &ReviewRequest) -> Result<(), GatewayError> {
-    let id = &request.request_id;
-    if id.is_empty() || id.len() > 200 {
-        return Err(invalid("`requestId` must be 1 to 200 characters".into()));
-    }
+    crate::protocol::check_request_id("`requestId`", &request.request_id)?;
     let refs = &request.target.diff_refs;
     for (name, sha) in [
         ("baseSha", &refs.base_sha),

@@ -38,6 +38,9 @@ pub mod codes {
     pub const ORIGIN_NOT_ALLOWED: &str = "origin.not_allowed";
     /// The `Host` header is not a loopback name with our port (DNS-rebinding defence, DESIGN §9).
     pub const REQUEST_HOST_NOT_ALLOWED: &str = "request.host_not_allowed";
+    /// More than one `Host` header, or an absolute-form request target whose authority is not
+    /// the `Host` header (HTTP 400, RFC 9112 §3.2).
+    pub const REQUEST_HOST_INVALID: &str = "request.host_invalid";
     /// No such route.
     pub const REQUEST_NOT_FOUND: &str = "request.not_found";
     /// The requested model provider is not configured (DESIGN §10).
@@ -116,6 +119,38 @@ pub mod codes {
     /// The native host lost, or could not reach, the daemon's WebSocket (it starts the daemon and
     /// retries for a few seconds first); retryable.
     pub const GATEWAY_UNAVAILABLE: &str = "gateway.unavailable";
+}
+
+/// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The
+/// command line names flags (`--paths`); an HTTP, WebSocket or native-messaging answer — and the
+/// events of a run started by one — names request fields (`scope.filePaths`). A run's options
+/// carry their surface; shared code picks its words with [`Hint::to`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Surface {
+    /// `review-agent-gateway review`, `chat`, … (the default of options built in code).
+    #[default]
+    CommandLine,
+    /// A request to the daemon (`/v1` routes, frames).
+    Request,
+}
+
+/// A remediation in the words of each [`Surface`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hint {
+    /// For the command line: names flags.
+    pub command_line: &'static str,
+    /// For a request: names request fields.
+    pub request: &'static str,
+}
+
+impl Hint {
+    /// The text for `surface`.
+    pub fn to(&self, surface: Surface) -> &'static str {
+        match surface {
+            Surface::CommandLine => self.command_line,
+            Surface::Request => self.request,
+        }
+    }
 }
 
 /// A user-facing failure: what went wrong and what to do about it.

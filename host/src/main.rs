@@ -563,8 +563,9 @@ fn rules_list(
     config: Option<&std::path::Path>,
     format: ListFormat,
 ) -> ExitCode {
-    let loaded = rule_dirs(config, rules_dirs)
-        .and_then(|dirs| review::load_catalog(&dirs, review::Wording::CommandLine));
+    let loaded = rule_dirs(config, rules_dirs).and_then(|dirs| {
+        review::load_catalog(&dirs, review_agent_gateway::error::Surface::CommandLine)
+    });
     let catalog = match loaded {
         Ok((catalog, warnings)) => {
             for w in warnings {
@@ -635,6 +636,19 @@ fn rules_list(
 }
 
 fn review_command(args: ReviewArgs) -> ExitCode {
+    use review_agent_gateway::error::codes;
+    // A range such as `main...feature` is refused by the repository layer in words that fit
+    // every caller; the command line can say which flags to use instead.
+    for (flag, rev) in [("--base", &args.base), ("--head", &args.head)] {
+        if rev.contains("..") {
+            return fail(&GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("{flag} `{rev}` is a range, not one revision"),
+                "Give the base with --base and the head with --head (the diff is \
+                 merge-base(base, head)..head, as `git diff base...head`).",
+            ));
+        }
+    }
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
     options.rule_dirs = match rule_dirs(args.model.config.as_deref(), &args.rules_dirs) {

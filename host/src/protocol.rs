@@ -11,9 +11,13 @@
 //! - [`finding`]: [`ReviewFinding`] (draft §11).
 //! - [`frame`]: the frames of the native-messaging and WebSocket transports (DESIGN §4).
 //! - [`codec`]: their native-messaging byte framing (length prefix, caps, chunking), sans-IO.
+//! - [`json`]: how client JSON is read on every route and transport (duplicate keys refused,
+//!   near-miss field names named).
 //!
 //! All JSON field names are camelCase. Optional fields are omitted when absent, and unknown
-//! fields are ignored on input so optional fields can be added within `/v1` (draft §14).
+//! fields are ignored on input so optional fields can be added within `/v1` (draft §14) — but
+//! a key that is a near miss of a field (`requestID`) is refused by [`json::decode`], and a key
+//! given twice in one object by [`json::parse_strict`].
 
 pub mod capability;
 pub mod codec;
@@ -21,6 +25,7 @@ pub mod envelope;
 pub mod event;
 pub mod finding;
 pub mod frame;
+pub mod json;
 pub mod request;
 
 pub use capability::{
@@ -31,7 +36,7 @@ pub use codec::{
     Decoded, Decoder, EncodeError, FrameError, Frames, INBOUND_FRAME_CAP, LENGTH_PREFIX_BYTES,
     OUTBOUND_FRAME_CAP, ReassembleError, Reassembler, encode, encode_chunked, encode_raw,
 };
-pub use envelope::{ApiResponse, ErrorObject};
+pub use envelope::{ApiResponse, ErrorObject, MAX_REQUEST_ID_CHARS, check_request_id};
 pub use event::{
     AgentEvent, ContextAdded, ContextItem, DiffContext, EventPayload, FileContext, FindingCreated,
     InterruptReason, ModelContext, RevisionsContext, RuleSetSummary, RuleSetsContext, RunCancelled,

@@ -230,7 +230,8 @@ pub type Selected = (Arc<dyn Provider>, String);
 
 /// The provider client and model name a request asks for: `provider_id`, else `config`'s
 /// `default_provider`; `Ok(None)` for `builtin` or neither (rules only). The model is `model`,
-/// else the provider's configured one.
+/// else the provider's configured one. `surface` says whose words a remediation uses (the
+/// `--model` flag or a request's `model`).
 ///
 /// # Errors
 /// `provider.not_configured`: no `[[providers]]` entry has that id, there is no model name,
@@ -240,6 +241,7 @@ pub fn select(
     provider_id: Option<&str>,
     model: Option<&str>,
     pool: Option<&ClientPool>,
+    surface: crate::error::Surface,
 ) -> Result<Option<Selected>, GatewayError> {
     let Some(id) = provider_id
         .or(config.default_provider.as_deref())
@@ -271,10 +273,16 @@ pub fn select(
             GatewayError::new(
                 codes::PROVIDER_NOT_CONFIGURED,
                 format!("provider `{id}` has no default model, and none was given"),
-                format!(
-                    "Set `model = \"...\"` in the [[providers]] entry `{id}`, or give the model \
-                     (`--model` on the command line, `model` in a request)."
-                ),
+                match surface {
+                    crate::error::Surface::CommandLine => format!(
+                        "Set `model = \"...\"` in the [[providers]] entry `{id}` of config.toml, \
+                         or pass --model."
+                    ),
+                    crate::error::Surface::Request => format!(
+                        "Set `model = \"...\"` in the [[providers]] entry `{id}` of the \
+                         gateway's config.toml, or give `model` in the request."
+                    ),
+                },
             )
         })?;
     Ok(Some((provider, model)))

@@ -257,7 +257,7 @@ impl Repository {
         if spec.contains("..") {
             return Err(RepoError::InvalidRevision {
                 spec: spec.into(),
-                reason: "it is a range; give the base with --base and the head with --head",
+                reason: "it is a range (`A..B`); name one commit",
             });
         }
         if spec.contains('\0') {

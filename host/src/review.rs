@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use globset::GlobBuilder;
 
-use crate::error::{GatewayError, codes};
+use crate::error::{GatewayError, Hint, Surface, codes};
 use crate::protocol::{
     AgentEvent, Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Side, Stage,
 };
@@ -41,47 +41,25 @@ pub use events::{Emitter, new_id, now_rfc3339};
 const FETCH_REMEDIATION: &str = "Run `git fetch` so the missing objects are local (for a \
      partial clone, `git fetch --refetch`), then review again.";
 
-/// Whose words a review's messages use for its inputs: the command line's flags, or the
-/// fields of a `POST /v1/reviews` request (an HTTP answer must not name command-line flags).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Wording {
-    /// `--base`, `--head`, `--paths`, `--exclude`, `--rules-dir`.
-    #[default]
-    CommandLine,
-    /// `target.diffRefs.baseSha`, `target.diffRefs.headSha`, `scope.filePaths`.
-    Request,
-}
+/// What to do when a review ends up looking at no file.
+const NOTHING_REVIEWED: Hint = Hint {
+    command_line: "Check --base/--head (the diff is merge-base..head) and --paths/--exclude; \
+         `git diff --stat BASE...HEAD` shows what changed.",
+    request: "Check target.diffRefs (the diff is merge-base(baseSha, headSha)..headSha) and \
+         scope.filePaths; `git diff --stat BASE...HEAD` in the clone shows what changed.",
+};
 
-impl Wording {
-    fn base(self) -> &'static str {
-        match self {
-            Wording::CommandLine => "--base",
-            Wording::Request => "diffRefs.baseSha",
-        }
-    }
+/// How a review's messages name the base revision.
+const BASE_NAME: Hint = Hint {
+    command_line: "--base",
+    request: "diffRefs.baseSha",
+};
 
-    fn head(self) -> &'static str {
-        match self {
-            Wording::CommandLine => "--head",
-            Wording::Request => "diffRefs.headSha",
-        }
-    }
-
-    /// What to do when a review ends up looking at no file.
-    fn nothing_reviewed_remediation(self) -> &'static str {
-        match self {
-            Wording::CommandLine => {
-                "Check --base/--head (the diff is merge-base..head) and --paths/--exclude; \
-                 `git diff --stat BASE...HEAD` shows what changed."
-            }
-            Wording::Request => {
-                "Check diffRefs.baseSha/headSha (the diff is merge-base..head) and \
-                 scope.filePaths; `git diff --stat BASE...HEAD` in the repository shows what \
-                 changed."
-            }
-        }
-    }
-}
+/// How a review's messages name the head revision.
+const HEAD_NAME: Hint = Hint {
+    command_line: "--head",
+    request: "diffRefs.headSha",
+};
 
 /// Where a review's rule sets come from besides the built-in ones and the repository's own,
 /// in precedence order: a later rule set with the same id replaces an earlier one (README
@@ -128,8 +106,6 @@ pub struct ReviewOptions {
     /// Directories of rule sets (`*.toml`) loaded after the built-in sets (see [`RuleDirs`]);
     /// a named one must exist (a typo must not silently drop a team's rules).
     pub rule_dirs: RuleDirs,
-    /// Whose words messages use for the revisions and paths. Default: the command line's.
-    pub wording: Wording,
     /// Load the repository's own `.review-agent/rules/*.toml` at the base revision. Default true.
     pub repository_rules: bool,
     /// Only review files matching one of these (empty = all files). See [`PathScope`] for the
@@ -144,6 +120,9 @@ pub struct ReviewOptions {
     pub diff: DiffOptions,
     /// The client's `requestId`, echoed in `run.created`.
     pub request_id: Option<String>,
+    /// Who started the review: its warnings name flags or request fields. Default: the
+    /// command line.
+    pub surface: Surface,
     /// The model stage's provider, model, budgets and runtime; `None`: rules only (the
     /// `builtin` provider, DESIGN §8).
     pub model: Option<model::ModelReview>,
@@ -158,13 +137,13 @@ impl ReviewOptions {
             head: head.into(),
             rule_set_ids: None,
             rule_dirs: RuleDirs::default(),
-            wording: Wording::default(),
             repository_rules: true,
             paths: Vec::new(),
             exclude_paths: Vec::new(),
             min_confidence: Confidence::Medium,
             diff: DiffOptions::default(),
             request_id: None,
+            surface: Surface::default(),
             model: None,
         }
     }
@@ -339,7 +318,8 @@ pub fn run_with(
     sink: &mut dyn FnMut(&AgentEvent),
 ) -> Result<ReviewOutcome, GatewayError> {
     let started = Instant::now();
-    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink);
+    let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink)
+        .speaking_to(options.surface);
     if control.announce {
         emitter.run_created(options.request_id.clone());
     }
@@ -388,7 +368,7 @@ fn pipeline(
         // Head is an ancestor of base: the range merge-base..head is empty whatever changed,
         // most likely because the two were given the wrong way round. Passing with "no
         // findings" would let CI pass without looking at anything.
-        let (base_name, head_name) = (options.wording.base(), options.wording.head());
+        let (base_name, head_name) = (BASE_NAME.to(options.surface), HEAD_NAME.to(options.surface));
         return Err(Stop::Failed(GatewayError::new(
             codes::REVIEW_RANGE_REVERSED,
             format!(
@@ -540,7 +520,7 @@ fn pipeline(
             code,
             message,
             None,
-            Some(options.wording.nothing_reviewed_remediation().into()),
+            Some(NOTHING_REVIEWED.to(emitter.surface()).into()),
         );
     }
     let (additions, deletions) = diff
@@ -819,7 +799,7 @@ pub fn review_catalog(
     repo: &Repository,
     merge_base: gix::ObjectId,
 ) -> Result<(Catalog, Vec<CatalogWarning>), GatewayError> {
-    let (mut catalog, warnings) = load_catalog(&options.rule_dirs, options.wording)?;
+    let (mut catalog, warnings) = load_catalog(&options.rule_dirs, options.surface)?;
     if options.repository_rules {
         for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
             if !name.ends_with(".toml") {
@@ -891,14 +871,14 @@ pub fn cache_key(
 /// The built-in rule sets plus those of `dirs`, in the order of [`RuleDirs`] (DESIGN §8;
 /// precedence in `rules::Catalog`), and a warning for each named directory (`dirs.config`,
 /// `dirs.explicit`) that holds no rule file (`*.toml`): a directory that loads nothing is most
-/// likely the wrong one. `wording` picks how the remediations name an explicit directory.
+/// likely the wrong one. `surface` picks how the remediations name an explicit directory.
 ///
 /// # Errors
 /// `request.invalid` for an `explicit` entry that is not a directory, `config.invalid` for a
 /// `config` one; `rules.invalid` for a broken rule file (naming file and line).
 pub fn load_catalog(
     dirs: &RuleDirs,
-    wording: Wording,
+    surface: Surface,
 ) -> Result<(Catalog, Vec<CatalogWarning>), GatewayError> {
     let mut catalog = Catalog::builtin();
     let mut warnings = Vec::new();
@@ -917,7 +897,7 @@ pub fn load_catalog(
                 "`rules_dirs` in config.toml",
                 "remove it from `rules_dirs` in config.toml",
             )
-        } else if wording == Wording::CommandLine {
+        } else if surface == Surface::CommandLine {
             (
                 codes::REQUEST_INVALID,
                 "--rules-dir",

@@ -15,7 +15,7 @@ pub mod secrets;
 mod token;
 
 pub use error::SecurityError;
-pub use host::host_allowed;
+pub use host::{HostRefusal, check_host, host_allowed};
 pub use live::LiveToken;
 pub use origin::origin_allowed;
 pub use redact::Redactor;

@@ -1474,3 +1474,503 @@ fn health_reports_an_invalid_config_until_it_is_fixed() {
         health.body
     );
 }
+
+// === protocol consistency (issue 12 §4) ===
+
+/// The `requestId` of an answer, checked against its `X-Request-Id` header.
+fn request_id_of(reply: &Reply) -> String {
+    let header = reply.header("x-request-id").unwrap_or_default().to_owned();
+    if reply
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("application/json"))
+    {
+        assert_eq!(
+            reply.json()["requestId"].as_str(),
+            Some(header.as_str()),
+            "{}",
+            reply.body
+        );
+    }
+    header
+}
+
+#[test]
+fn every_answer_carries_a_request_id_and_the_log_names_it() {
+    let d = Daemon::start();
+    let auth = format!("Bearer {}", d.token);
+    let minted = |reply: &Reply, status: u16| {
+        assert_eq!(reply.status, status, "{}", reply.body);
+        let id = request_id_of(reply);
+        assert!(
+            id.starts_with("req_") && id.len() == 30,
+            "a minted id: {id:?} {}",
+            reply.body
+        );
+        id
+    };
+    let mut ids = vec![
+        // Successes and every kind of refusal, minted where the request names no id.
+        minted(&d.raw("GET", "/v1/health", &[], None), 200),
+        minted(&d.authed("GET", "/v1/capabilities", None), 200),
+        minted(&d.authed("GET", "/v1/tools", None), 200),
+        minted(&d.raw("GET", "/v1/capabilities", &[], None), 401),
+        minted(
+            &d.raw(
+                "GET",
+                "/v1/capabilities",
+                &[("Authorization", "Bearer no")],
+                None,
+            ),
+            401,
+        ),
+        minted(
+            &d.raw("GET", "/v1/health", &[("Host", "evil.example:80")], None),
+            403,
+        ),
+        minted(
+            &d.raw(
+                "GET",
+                "/v1/health",
+                &[("Origin", "https://evil.example")],
+                None,
+            ),
+            403,
+        ),
+        minted(&d.authed("GET", "/v1/nothing-here", None), 404),
+        minted(&d.authed("DELETE", "/v1/health", None), 405),
+        minted(&d.authed("GET", "/v1/runs/run_missing", None), 404),
+        minted(&d.authed("POST", "/v1/runs/run_missing/resume", None), 404),
+        minted(
+            &http::request_text(
+                d.port,
+                "POST",
+                "/v1/reviews",
+                &[("Authorization", &auth)],
+                "{",
+            ),
+            400,
+        ),
+    ];
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "every request gets its own id");
+
+    // The client's id is echoed: a body's `requestId` on every route that takes a body.
+    let echoed = |reply: &Reply, id: &str, status: u16| {
+        assert_eq!(reply.status, status, "{}", reply.body);
+        assert_eq!(request_id_of(reply), id, "{}", reply.body);
+    };
+    let review = d.authed("POST", "/v1/reviews", Some(&d.review_body("rid-review")));
+    echoed(&review, "rid-review", 200);
+    let events = review.sse();
+    assert_eq!(events[0].2["requestId"], "rid-review");
+    let run_id = events[0].2["runId"].as_str().expect("runId").to_owned();
+    let mut unmapped = d.review_body("rid-unmapped");
+    unmapped["target"]["projectPath"] = json!("group/other");
+    echoed(
+        &d.authed("POST", "/v1/reviews", Some(&unmapped)),
+        "rid-unmapped",
+        404,
+    );
+    let chat = json!({"requestId": "rid-chat", "messages": []});
+    echoed(&d.authed("POST", "/v1/chat", Some(&chat)), "rid-chat", 400);
+    let tool = json!({"requestId": "rid-tool", "gitlabOrigin": ORIGIN, "projectPath": PROJECT,
+                      "input": {"path": "app.py"}});
+    echoed(
+        &d.authed("POST", "/v1/tools/file_read", Some(&tool)),
+        "rid-tool",
+        200,
+    );
+    echoed(
+        &d.authed("POST", "/v1/tools/no_such_tool", Some(&tool)),
+        "rid-tool",
+        404,
+    );
+    let mapping = json!({"requestId": "rid-map", "gitlabOrigin": ORIGIN,
+                         "projectPath": "group/new", "localPath": "/tmp/x"});
+    echoed(
+        &d.authed("POST", "/v1/repository-mappings", Some(&mapping)),
+        "rid-map",
+        202,
+    );
+    let empty_path = json!({"requestId": "rid-map-bad", "gitlabOrigin": ORIGIN,
+                            "projectPath": "group/new", "localPath": ""});
+    echoed(
+        &d.authed("POST", "/v1/repository-mappings", Some(&empty_path)),
+        "rid-map-bad",
+        400,
+    );
+    minted(&d.authed("GET", &format!("/v1/runs/{run_id}"), None), 200);
+    minted(&d.authed("GET", "/v1/runs/run_missing/events", None), 404);
+    echoed(
+        &d.authed(
+            "POST",
+            "/v1/runs/run_missing/resume",
+            Some(&json!({"requestId": "rid-resume"})),
+        ),
+        "rid-resume",
+        404,
+    );
+    let cancel = json!({"requestId": "rid-cancel", "reason": "user_cancelled"});
+    let path = format!("/v1/runs/{run_id}/cancel");
+    echoed(&d.authed("POST", &path, Some(&cancel)), "rid-cancel", 200);
+    echoed(
+        &d.authed("POST", "/v1/runs/run_missing/cancel", Some(&cancel)),
+        "rid-cancel",
+        404,
+    );
+    // An `X-Request-Id` header where the body has none; the body's id wins where it has one.
+    let traced = |method: &str, path: &str, body: Option<&Value>| {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("X-Request-Id", "trace-42"),
+        ];
+        d.raw(method, path, &headers, body)
+    };
+    echoed(&traced("GET", "/v1/health", None), "trace-42", 200);
+    echoed(
+        &traced("GET", "/v1/runs/run_missing", None),
+        "trace-42",
+        404,
+    );
+    echoed(
+        &d.raw(
+            "GET",
+            "/v1/capabilities",
+            &[("X-Request-Id", "trace-43")],
+            None,
+        ),
+        "trace-43",
+        401,
+    );
+    echoed(
+        &traced("POST", "/v1/reviews", Some(&d.review_body("rid-review"))),
+        "rid-review",
+        200,
+    );
+    let events_path = format!("/v1/runs/{run_id}/events");
+    echoed(&traced("GET", &events_path, None), "trace-42", 200);
+
+    // The log line of each refused request names its id, so a UI error can be found in it.
+    let wanted = d.authed("GET", "/v1/nothing-here", None);
+    ids.push(request_id_of(&wanted));
+    let log_file = d.home.path().join("serve.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+        let last = ids.last().expect("an id");
+        if let Some(line) = log.lines().find(|l| l.contains(last.as_str())) {
+            assert!(line.contains("request.not_found"), "{line}");
+            assert!(
+                line.contains("/v1/nothing-here") && line.contains("404"),
+                "{line}"
+            );
+            assert!(!log.contains(&d.token), "the token is never logged");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line for {last}: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn one_cap_for_every_request_id() {
+    let d = Daemon::start();
+    let auth = format!("Bearer {}", d.token);
+    let huge = "i".repeat(1_000_000);
+    let long = "i".repeat(201);
+    let at_cap = "i".repeat(200);
+    let tool = |id: &str| {
+        json!({"requestId": id, "gitlabOrigin": ORIGIN, "projectPath": PROJECT,
+               "input": {"path": "app.py"}})
+    };
+    let refused = |reply: Reply, what: &str| {
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (400, "request.invalid"),
+            "{what}: {}",
+            &reply.body[..reply.body.len().min(300)]
+        );
+        assert!(reply.body.len() < 2_000, "{what}: the id is not echoed");
+        assert!(
+            reply.json()["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("longer than 200 characters")),
+            "{what}: {}",
+            reply.body
+        );
+        assert!(request_id_of(&reply).starts_with("req_"), "{what}");
+    };
+    for id in [&huge, &long] {
+        refused(
+            d.authed("POST", "/v1/tools/file_read", Some(&tool(id))),
+            "tool call",
+        );
+        refused(
+            d.authed("POST", "/v1/reviews", Some(&d.review_body(id))),
+            "review",
+        );
+        let chat = json!({"requestId": id, "messages": [{"role": "user", "content": "hi"}]});
+        refused(d.authed("POST", "/v1/chat", Some(&chat)), "chat");
+        let mapping = json!({"requestId": id, "gitlabOrigin": ORIGIN, "projectPath": "g/p",
+                             "localPath": "/tmp/x"});
+        refused(
+            d.authed("POST", "/v1/repository-mappings", Some(&mapping)),
+            "mapping",
+        );
+        refused(
+            d.authed(
+                "POST",
+                "/v1/runs/run_x/cancel",
+                Some(&json!({"requestId": id})),
+            ),
+            "cancel",
+        );
+    }
+    refused(
+        d.raw("GET", "/v1/health", &[("X-Request-Id", &long)], None),
+        "X-Request-Id",
+    );
+    let _ = &auth;
+    // 200 characters is fine everywhere.
+    let ok = d.authed("POST", "/v1/tools/file_read", Some(&tool(&at_cap)));
+    assert_eq!((ok.status, request_id_of(&ok)), (200, at_cap.clone()));
+    let ok = d.raw("GET", "/v1/health", &[("X-Request-Id", &at_cap)], None);
+    assert_eq!((ok.status, request_id_of(&ok)), (200, at_cap));
+}
+
+#[test]
+fn a_duplicate_key_is_refused_on_every_route() {
+    let d = Daemon::start();
+    let auth = format!("Bearer {}", d.token);
+    let review = d.review_body("dup-review").to_string();
+    let chat =
+        r#"{"requestId":"dup-chat","messages":[{"role":"user","content":"a","content":"b"}]}"#;
+    let tool = format!(
+        r#"{{"gitlabOrigin":"{ORIGIN}","projectPath":"{PROJECT}","input":{{"path":"app.py","path":"../../etc/passwd"}}}}"#
+    );
+    let mapping = format!(
+        r#"{{"gitlabOrigin":"{ORIGIN}","projectPath":"g/p","localPath":"/tmp/a","localPath":"/tmp/b"}}"#
+    );
+    let run_id = completed_review(&d, "dup-run");
+    let cases = [
+        // The review's head commit given twice: before, the last one won.
+        (
+            "/v1/reviews".to_owned(),
+            review.replacen(
+                "\"headSha\":",
+                &format!("\"headSha\":\"{}\",\"headSha\":", d.base),
+                1,
+            ),
+            "target.diffRefs.headSha",
+        ),
+        (
+            "/v1/chat".to_owned(),
+            chat.to_owned(),
+            "messages[0].content",
+        ),
+        ("/v1/tools/file_read".to_owned(), tool, "input.path"),
+        ("/v1/repository-mappings".to_owned(), mapping, "localPath"),
+        (
+            format!("/v1/runs/{run_id}/cancel"),
+            r#"{"reason":"a","reason":"b"}"#.to_owned(),
+            "reason",
+        ),
+        (
+            format!("/v1/runs/{run_id}/resume"),
+            r#"{"requestId":"a","requestId":"b"}"#.to_owned(),
+            "requestId",
+        ),
+    ];
+    for (path, body, key) in cases {
+        let reply = http::request_text(d.port, "POST", &path, &[("Authorization", &auth)], &body);
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (400, "request.invalid"),
+            "{path}: {}",
+            reply.body
+        );
+        let message = reply.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            message.contains(&format!("duplicate key `{key}`")),
+            "{path}: {message}"
+        );
+    }
+    // Nothing was started or proposed by the refused bodies.
+    let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
+    assert_eq!(view["data"]["state"], "completed", "{view}");
+}
+
+#[test]
+fn two_host_headers_or_a_foreign_absolute_target_are_400() {
+    let d = Daemon::start();
+    let port = d.port;
+    let auth = format!("Bearer {}", d.token);
+    let ask = |head: String| {
+        http::request_bytes_raw(port, format!("{head}Connection: close\r\n\r\n").as_bytes())
+    };
+    let ours = format!("127.0.0.1:{port}");
+    let cases = [
+        // Two Host headers, the first ours: before, the first was used and the request answered.
+        (
+            format!(
+                "GET /v1/capabilities HTTP/1.1\r\nHost: {ours}\r\nHost: evil.example\r\nAuthorization: {auth}\r\n"
+            ),
+            400,
+            "request.host_invalid",
+        ),
+        (
+            format!("GET /v1/health HTTP/1.1\r\nHost: {ours}\r\nHost: {ours}\r\n"),
+            400,
+            "request.host_invalid",
+        ),
+        // An absolute-form target naming another authority: before, answered by Host alone.
+        (
+            format!(
+                "GET http://evil.example/v1/capabilities HTTP/1.1\r\nHost: {ours}\r\nAuthorization: {auth}\r\n"
+            ),
+            400,
+            "request.host_invalid",
+        ),
+        (
+            format!(
+                "GET http://evil.example:{port}/v1/health HTTP/1.1\r\nHost: evil.example:{port}\r\n"
+            ),
+            403,
+            "request.host_not_allowed",
+        ),
+        // The WebSocket upgrade passes the same check.
+        (
+            format!(
+                "GET /v1/ws HTTP/1.1\r\nHost: {ours}\r\nHost: evil.example\r\nAuthorization: {auth}\r\n\
+                 Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            ),
+            400,
+            "request.host_invalid",
+        ),
+        (
+            format!(
+                "GET http://evil.example/v1/ws HTTP/1.1\r\nHost: {ours}\r\nAuthorization: {auth}\r\n\
+                 Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+                 Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            ),
+            400,
+            "request.host_invalid",
+        ),
+    ];
+    for (head, status, code) in cases {
+        let reply = ask(head.clone());
+        assert_eq!(
+            (reply.status, reply.error_code().as_str()),
+            (status, code),
+            "{head}: {}",
+            reply.body
+        );
+        assert!(request_id_of(&reply).starts_with("req_"));
+        let remediation = reply.json()["error"]["remediation"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            remediation.contains(&format!("http://127.0.0.1:{port}")),
+            "{remediation}"
+        );
+    }
+    // An absolute-form target that agrees with Host is fine (RFC 9112 §3.2.2).
+    let reply = ask(format!(
+        "GET http://{ours}/v1/capabilities HTTP/1.1\r\nHost: {ours}\r\nAuthorization: {auth}\r\n"
+    ));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+#[test]
+fn messages_name_what_an_http_client_has() {
+    let d = Daemon::start();
+    let auth = format!("Bearer {}", d.token);
+    let remediation = |reply: &Reply| {
+        reply.json()["error"]["remediation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // No "protocol draft" (not shipped): the README's section instead.
+    for reply in [
+        d.authed("GET", "/v1/nothing-here", None),
+        d.authed("DELETE", "/v1/health", None),
+    ] {
+        let text = remediation(&reply);
+        assert!(!text.to_lowercase().contains("draft"), "{text}");
+        assert!(text.contains("README"), "{text}");
+    }
+    // A field spelled another way is named, not reported as missing.
+    let mut body = d.review_body("x");
+    let id = body["requestId"].take();
+    body.as_object_mut().expect("object").remove("requestId");
+    body["requestID"] = id;
+    let reply = d.authed("POST", "/v1/reviews", Some(&body));
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let message = reply.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        message.contains("unknown field `requestID`; did you mean `requestId`?"),
+        "{message}"
+    );
+    let chat = json!({"requestID": "c", "messages": [{"role": "user", "content": "hi"}]});
+    let reply = d.authed("POST", "/v1/chat", Some(&chat));
+    assert!(
+        reply
+            .body
+            .contains("unknown field `requestID`; did you mean `requestId`?"),
+        "{}",
+        reply.body
+    );
+    let tool = json!({"request_id": "t", "gitlabOrigin": ORIGIN, "projectPath": PROJECT,
+                      "input": {"path": "app.py"}});
+    let reply = d.authed("POST", "/v1/tools/file_read", Some(&tool));
+    assert!(
+        reply
+            .body
+            .contains("unknown field `request_id`; did you mean `requestId`?"),
+        "{}",
+        reply.body
+    );
+    // Request fields, not command-line flags, in an HTTP answer and in a run's warnings.
+    let no_flags = |text: &str| {
+        [
+            "--paths",
+            "--exclude",
+            "--base",
+            "--head",
+            "--language",
+            "--max-",
+            "--lines",
+        ]
+        .iter()
+        .all(|flag| !text.contains(flag))
+    };
+    let mut body = d.review_body("lang");
+    body["policy"]["language"] = json!("not a tag");
+    let text = remediation(&d.authed("POST", "/v1/reviews", Some(&body)));
+    assert!(
+        text.contains("policy.language") && no_flags(&text),
+        "{text}"
+    );
+    let mut body = d.review_body("scope");
+    body["scope"]["filePaths"] = json!(["nothing/matches/*.rs"]);
+    let events = d.authed("POST", "/v1/reviews", Some(&body)).sse();
+    let warning = events
+        .iter()
+        .find(|e| e.1 == "warning" && e.2["code"] == "review.no_file_in_scope")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let text = warning.2["remediation"].as_str().unwrap_or_default();
+    assert!(text.contains("scope.filePaths") && no_flags(text), "{text}");
+    let _ = auth;
+}

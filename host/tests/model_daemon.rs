@@ -1263,3 +1263,30 @@ fn the_same_model_review_again_comes_from_the_cache_and_another_model_is_a_miss(
     );
     assert_eq!(fake.scripted_requests().len(), 4);
 }
+
+/// Issue 12 §5: an HTTP answer speaks of request fields, not of command-line flags.
+#[test]
+fn a_provider_without_a_model_is_explained_in_request_words() {
+    let providers = "[[providers]]\nid = \"nomodel\"\nkind = \"openai-compatible\"\n\
+                     base_url = \"http://127.0.0.1:9/v1\"\n";
+    let gw = Gateway::start(providers);
+    let mut body = gw.review_body("no-model");
+    body["providerId"] = json!("nomodel");
+    body.as_object_mut().expect("object").remove("model");
+    let reply = gw.authed("POST", "/v1/reviews", Some(&body));
+    assert_eq!(
+        (reply.status, reply.error_code().as_str()),
+        (422, "provider.not_configured"),
+        "{}",
+        reply.body
+    );
+    let remediation = reply.json()["error"]["remediation"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        remediation.contains("`model` in the request") && !remediation.contains("--model"),
+        "{remediation}"
+    );
+    assert_eq!(reply.json()["requestId"], "no-model");
+}

@@ -496,29 +496,42 @@ fn hello_health_review_and_byte_level_framing() {
     }
 }
 
-/// Pad a request's `id` so that its `response` frame's JSON is exactly `target` bytes; returns
-/// the frames received (one whole frame, or chunks). `path`/`body` must answer with the same
-/// length each time, or nearly: a changed length (a duration's digits) is retried.
-fn exact_reply(
-    h: &mut Host,
-    target: usize,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> Vec<(usize, Value)> {
-    let id_of = |pad: usize| json!(format!("x{}", "p".repeat(pad)));
-    // Length with a 1-character pad, to learn the base.
-    let mut last_pad = 1;
-    let mut last_len = reply_len(h, id_of(last_pad), method, path, body.clone()).0;
-    for _ in 0..20 {
-        let pad = (target + last_pad)
-            .checked_sub(last_len)
-            .expect("the route's answer is shorter than the target");
-        let (len, frames) = reply_len(h, id_of(pad), method, path, body.clone());
+/// A `code_search` whose `response` frame's JSON is exactly `target` bytes; returns the frames
+/// received (one whole frame, or chunks). Frame ids are capped at 200 characters, so the answer
+/// is padded through the work tree instead: `pad.txt` holds `lines` matching lines of 500
+/// characters except the last (`last` characters, 8 to 500), all ASCII (one byte each in the
+/// JSON), and the id (1 to 200 characters) gives the last bytes.
+fn exact_reply(h: &mut Host, s: &Setup, target: usize) -> Vec<(usize, Value)> {
+    const FULL: usize = 500;
+    let mut ask = |lines: usize, last: usize, id_len: usize| {
+        let line = |len: usize| format!("padline {}\n", "q".repeat(len - 8));
+        let text: String = (1..lines).map(|_| line(FULL)).chain([line(last)]).collect();
+        std::fs::write(s.repo.path().join("pad.txt"), text).expect("write pad.txt");
+        let body = json!({"gitlabOrigin": ORIGIN, "projectPath": PROJECT, "ref": "WORKTREE",
+            "input": {"query": "padline", "paths": ["pad.txt"], "maxMatches": 2000}});
+        let id = json!("x".repeat(id_len));
+        reply_len(h, id, "POST", "/v1/tools/code_search", Some(body))
+    };
+    // The answer's `durationMs` may gain or lose a digit between calls: adjust until it hits.
+    let (mut lines, mut last, mut id_len) = (1, 8, 1);
+    for _ in 0..60 {
+        let (len, frames) = ask(lines, last, id_len);
         if len == target {
             return frames;
         }
-        (last_pad, last_len) = (pad, len);
+        // Move the padding by the difference: the last line first, then the id, then lines.
+        let mut delta = target as isize - len as isize;
+        let to_last = delta.clamp(8 - last as isize, (FULL - last) as isize);
+        last = (last as isize + to_last) as usize;
+        delta -= to_last;
+        let to_id = delta.clamp(1 - id_len as isize, 200 - id_len as isize);
+        id_len = (id_len as isize + to_id) as usize;
+        delta -= to_id;
+        if delta > 0 {
+            lines += (delta as usize / (FULL + 120)).max(1);
+        } else if delta < 0 {
+            lines -= ((-delta) as usize).div_ceil(FULL + 60).max(1);
+        }
     }
     panic!("could not hit {target} bytes");
 }
@@ -607,25 +620,19 @@ fn replies_over_1_mib_arrive_in_chunks_and_the_boundaries_are_exact() {
             .starts_with("needle 01999 héllo 日本 😀 \"q\"")
     );
 
-    // Exactly 65,535 and 65,536 bytes: sent whole (GET /v1/tools answers the same each time).
+    // Exactly 65,535 and 65,536 bytes: sent whole.
     for target in [65_535, 65_536] {
-        let frames = exact_reply(&mut h, target, "GET", "/v1/tools", None);
+        let frames = exact_reply(&mut h, &s, target);
         assert_eq!(frames.len(), 1);
         assert_eq!(frames[0].0, target);
         assert_eq!(frames[0].1["type"], "response");
     }
     // Exactly 1 MiB: the largest frame sent whole; one byte more: chunks.
-    let frames = exact_reply(&mut h, MIB, "POST", "/v1/tools/code_search", search(1800));
+    let frames = exact_reply(&mut h, &s, MIB);
     assert_eq!(frames.len(), 1, "1,048,576 bytes are sent whole");
     assert_eq!(frames[0].0, MIB);
     assert_eq!(frames[0].1["status"], 200);
-    let frames = exact_reply(
-        &mut h,
-        MIB + 1,
-        "POST",
-        "/v1/tools/code_search",
-        search(1800),
-    );
+    let frames = exact_reply(&mut h, &s, MIB + 1);
     assert_eq!(frames.len(), 2, "1,048,577 bytes arrive as two chunks");
     assert!(
         frames
@@ -1032,4 +1039,45 @@ fn trace_logging_never_prints_the_token() {
             "the token is in the {what}:\n{text}"
         );
     }
+}
+
+/// Issue 12 §4: a frame the host cannot take is answered with its id whenever the JSON object
+/// has a readable one — as `/v1/ws` does, by the same function — so a caller waiting on that id
+/// gets an answer; and `response` bodies carry a `requestId`.
+#[test]
+fn error_frames_keep_a_readable_id_and_responses_carry_request_ids() {
+    let s = Setup::new();
+    let _daemon = s.serve(&[]);
+    let mut h = s.host(&[&format!("chrome-extension://{CHROME_ID}/")]);
+    let cases = [
+        (r#"{"type":"subscribe","id":"u"}"#.to_owned(), json!("u"), "subscribe"),
+        (r#"{"type":"request","id":7,"path":"/v1/health"}"#.to_owned(), json!(7), "missing field `method`"),
+        (r#"{"type":"request","id":"t","method":5,"path":"/v1/health"}"#.to_owned(), json!("t"), "invalid type"),
+        (
+            r#"{"type":"request","id":"d","method":"POST","path":"/v1/chat","body":{"messages":[],"messages":[]}}"#.to_owned(),
+            json!("d"),
+            "duplicate key `messages`",
+        ),
+        (
+            format!(r#"{{"type":"request","id":"{}","method":"GET","path":"/v1/health"}}"#, "i".repeat(201)),
+            Value::Null,
+            "longer than 200 characters",
+        ),
+    ];
+    for (text, id, needle) in cases {
+        h.write(&framed(text.as_bytes()));
+        let e = h.recv();
+        assert_eq!(error_code(&e), "request.invalid", "{text}: {e}");
+        assert_eq!(e["id"], id, "{text}: {e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{text}: {message}");
+        assert!(e.to_string().len() < 2_000, "nothing long is echoed: {e}");
+    }
+    let health = h.call(json!(1), "GET", "/v1/health", None);
+    let minted = health["body"]["requestId"].as_str().unwrap_or_default();
+    assert!(minted.starts_with("req_"), "{health}");
+    let mut body = s.tool_body(json!({"path": "notes.md"}));
+    body["requestId"] = json!("native-tool");
+    let read = h.call(json!(2), "POST", "/v1/tools/file_read", Some(body));
+    assert_eq!(read["body"]["requestId"], "native-tool", "{read}");
 }

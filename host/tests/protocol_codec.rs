@@ -305,6 +305,7 @@ fn malformed_frames_give_one_error_and_the_next_frame_decodes() {
         "unknown type",
         [prefixed(unknown.len() as u32, unknown).as_slice()],
         FrameError::NotAFrame {
+            id: Some(FrameId::Number(1)),
             message: "unknown variant `subscribe`, expected one of `hello`, `request`, `response`, `event`, `end`, `cancel`, `error`, `chunk` at line 1 column 19".to_owned(),
         },
     );
@@ -312,6 +313,7 @@ fn malformed_frames_give_one_error_and_the_next_frame_decodes() {
         "JSON that is not an object",
         [prefixed(7, b"[1,2,3]").as_slice()],
         FrameError::NotAFrame {
+            id: None,
             message: "invalid type: integer `1`, expected variant identifier at line 1 column 2"
                 .to_owned(),
         },
@@ -502,7 +504,7 @@ fn long_error_messages_are_shortened() {
     let out: Vec<_> = Decoder::default()
         .frames(&prefixed(body.len() as u32, body.as_bytes()))
         .collect();
-    let [Err(FrameError::NotAFrame { message })] = out.as_slice() else {
+    let [Err(FrameError::NotAFrame { message, .. })] = out.as_slice() else {
         panic!("one NotAFrame error: {out:?}");
     };
     assert_eq!(message.chars().count(), 241, "{message}");

@@ -709,3 +709,80 @@ async fn a_client_that_never_reads_is_held_back_and_others_are_served() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Issue 12 §4 over `/v1/ws`: every `response` body carries a `requestId` (the body's, else a
+/// minted one), and a frame the gateway cannot take is answered with its id when it has a
+/// readable one — the same rule as the native host.
+#[tokio::test]
+async fn responses_carry_request_ids_and_bad_frames_keep_their_id() {
+    let d = Daemon::start(&[]);
+    let mut c = d.connect().await;
+    let minted = |reply: &Value| {
+        let id = reply["body"]["requestId"].as_str().unwrap_or_default();
+        assert!(id.starts_with("req_") && id.len() == 30, "{reply}");
+        id.to_owned()
+    };
+    let a = minted(&c.call(json!(1), "GET", "/v1/health", None).await);
+    let b = minted(&c.call(json!(2), "GET", "/v1/capabilities", None).await);
+    assert_ne!(a, b);
+    let missing = c.call(json!(3), "GET", "/v1/runs/run_nope", None).await;
+    assert_eq!(missing["status"], 404);
+    minted(&missing);
+    let nowhere = c.call(json!(4), "GET", "/v1/nowhere", None).await;
+    assert_eq!(nowhere["status"], 404);
+    minted(&nowhere);
+    let bad_body = c
+        .call(json!(5), "POST", "/v1/reviews", Some(json!([1])))
+        .await;
+    assert_eq!(bad_body["status"], 400);
+    minted(&bad_body);
+    let tool = json!({"requestId": "ws-tool", "gitlabOrigin": ORIGIN, "projectPath": PROJECT,
+                      "input": {"path": "app.py"}});
+    let read = c
+        .call(json!(6), "POST", "/v1/tools/file_read", Some(tool.clone()))
+        .await;
+    assert_eq!(
+        (&read["status"], &read["body"]["requestId"]),
+        (&json!(200), &json!("ws-tool"))
+    );
+    let unknown = c.call(json!(7), "POST", "/v1/tools/nope", Some(tool)).await;
+    assert_eq!(
+        (&unknown["status"], &unknown["body"]["requestId"]),
+        (&json!(404), &json!("ws-tool"))
+    );
+    let unmapped = d.review_body("ws-review", "other/project", 1);
+    let refused = c
+        .call(json!(8), "POST", "/v1/reviews", Some(unmapped))
+        .await;
+    assert_eq!(refused["body"]["requestId"], "ws-review");
+
+    // Bad frames: the id comes back whenever it can be read.
+    let cases = [
+        (r#"{"type":"subscribe","id":"u"}"#.to_owned(), json!("u"), "unknown frame type"),
+        (r#"{"type":"request","id":11,"path":"/v1/health"}"#.to_owned(), json!(11), "missing field `method`"),
+        (r#"{"type":"request","id":"t","method":5,"path":"/v1/health"}"#.to_owned(), json!("t"), "invalid type"),
+        (
+            r#"{"type":"request","id":"d","method":"POST","path":"/v1/chat","body":{"requestId":"a","requestId":"b"}}"#.to_owned(),
+            json!("d"),
+            "duplicate key `requestId`",
+        ),
+        (
+            format!(r#"{{"type":"request","id":"{}","method":"GET","path":"/v1/health"}}"#, "i".repeat(201)),
+            Value::Null,
+            "longer than 200 characters",
+        ),
+    ];
+    for (text, id, needle) in cases {
+        c.ws.send(Message::text(text.clone())).await.expect("send");
+        let e = c.recv().await;
+        assert_eq!(
+            (&e["type"], &e["id"], &e["error"]["code"]),
+            (&json!("error"), &id, &json!("request.invalid")),
+            "{text}: {e}"
+        );
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{text}: {message}");
+        assert!(e.to_string().len() < 2_000, "nothing long is echoed: {e}");
+    }
+    c.call(json!("after"), "GET", "/v1/health", None).await;
+}

@@ -100,7 +100,10 @@ pub fn review_model(
         return Ok(None);
     };
     if let Some(language) = &args.language {
-        review_agent_gateway::review::model::check_language(language)?;
+        review_agent_gateway::review::model::check_language(
+            language,
+            review_agent_gateway::error::Surface::CommandLine,
+        )?;
     }
     let loaded = Config::load(args.config.as_deref())?;
     let config = loaded.config();
@@ -109,6 +112,7 @@ pub fn review_model(
         Some(provider_id),
         args.model.as_deref(),
         None,
+        review_agent_gateway::error::Surface::CommandLine,
     )?
     else {
         return Ok(None);
@@ -228,6 +232,7 @@ fn chat_options(
         args.provider.as_deref(),
         args.model.as_deref(),
         None,
+        review_agent_gateway::error::Surface::CommandLine,
     )?
     .ok_or_else(|| {
         let message = if args.provider.as_deref() == Some("builtin") {
@@ -274,6 +279,7 @@ fn chat_options(
         tools,
         runtime: runtime.handle().clone(),
         request_id: None,
+        surface: review_agent_gateway::error::Surface::CommandLine,
     })
 }
 

@@ -52,6 +52,7 @@ impl Gateway {
     /// which stops a running command (with its process group).
     ///
     /// # Errors
+    /// `request.invalid` for a `requestId` that [`crate::protocol::check_request_id`] refuses;
     /// `tool.not_found`; `repository.not_mapped` (no confirmed mapping for the target);
     /// `repository.not_found` / `repository.revision_missing` for the mapping's repository or
     /// `ref`; and the tool's own errors (`request.invalid` naming the field,
@@ -62,6 +63,9 @@ impl Gateway {
         request: ToolCallRequest,
         cancel: Arc<AtomicBool>,
     ) -> Result<ToolCallResult, GatewayError> {
+        if let Some(id) = &request.request_id {
+            crate::protocol::check_request_id("`requestId`", id)?;
+        }
         let tool = self.inner.tools.get(name)?;
         let config = self.config();
         let mapping = config

@@ -79,9 +79,13 @@ pub enum FrameError {
         /// serde_json's message with line and column, at most 240 characters.
         message: String,
     },
-    /// The body is JSON but not a known frame (no or unknown `type`, missing or mistyped field).
+    /// The body is JSON but not a known frame (no or unknown `type`, missing or mistyped field,
+    /// a key twice in one object, an invalid `id`).
     #[error("frame body is not a known frame: {message}")]
     NotAFrame {
+        /// The frame's `id` when it could be read ([`super::frame::readable_id`]), for the
+        /// `error` frame that answers it.
+        id: Option<FrameId>,
         /// serde_json's message with line and column, at most 240 characters.
         message: String,
     },
@@ -91,6 +95,17 @@ pub enum FrameError {
         /// Bytes still missing from the length prefix, the body or the skipped frame.
         missing: usize,
     },
+}
+
+impl FrameError {
+    /// The `id` of the refused frame when it could be read (only for
+    /// [`FrameError::NotAFrame`]; the other errors leave no JSON object to read it from).
+    pub fn id(&self) -> Option<&FrameId> {
+        match self {
+            FrameError::NotAFrame { id, .. } => id.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 impl From<FrameError> for GatewayError {
@@ -112,7 +127,7 @@ impl From<FrameError> for GatewayError {
             ),
             _ => (
                 codes::REQUEST_INVALID,
-                "Send a 4-byte native-endian length, then that many bytes of UTF-8 JSON holding one frame object with a known `type` (DESIGN §4)."
+                "Send a 4-byte native-endian length, then that many bytes of UTF-8 JSON holding one frame object: `hello`, `request` or `cancel` with their fields (the README's section \"The daemon\", WebSocket, shows them)."
                     .to_owned(),
             ),
         };
@@ -127,7 +142,10 @@ fn parse_frame(body: &[u8]) -> Result<Frame, FrameError> {
         valid_up_to: e.valid_up_to(),
     })?;
     parse_frame_text(text).map_err(|(category, message)| match category {
-        Category::Data => FrameError::NotAFrame { message },
+        Category::Data => FrameError::NotAFrame {
+            id: super::frame::readable_id(text),
+            message,
+        },
         Category::Syntax | Category::Eof | Category::Io => FrameError::MalformedJson { message },
     })
 }
@@ -649,7 +667,7 @@ impl From<ReassembleError> for GatewayError {
         GatewayError::new(
             code,
             error.to_string(),
-            "Send the chunks of one frame in order (index 0, 1, …, the last with final: true), with no other frame between them, and their data concatenated must be one frame (DESIGN §4).",
+            "Send the chunks of one frame in order (index 0, 1, …, the last with final: true), with no other frame between them, and their data concatenated must be one frame.",
         )
     }
 }

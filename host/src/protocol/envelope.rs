@@ -8,7 +8,40 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::GatewayError;
+use crate::error::{GatewayError, codes};
+
+/// Longest id the gateway takes from a client and echoes back, in characters: a body's
+/// `requestId` on every route, the `X-Request-Id` header, a frame's string `id` (issue 12 §4:
+/// one cap for every id, so none can make an answer megabytes long). 200 holds any ULID, UUID
+/// or prefixed variant with room to spare.
+pub const MAX_REQUEST_ID_CHARS: usize = 200;
+
+/// Checks an id the gateway would echo (`name` says which, e.g. "`requestId`"): 1 to
+/// [`MAX_REQUEST_ID_CHARS`] characters, no control characters (an id is written into log lines
+/// and headers).
+///
+/// # Errors
+/// `request.invalid` saying the rule, without quoting the id (it may be megabytes long).
+pub fn check_request_id(name: &str, id: &str) -> Result<(), GatewayError> {
+    let chars = id.chars().take(MAX_REQUEST_ID_CHARS + 1).count();
+    let problem = if chars == 0 {
+        "is empty".to_owned()
+    } else if chars > MAX_REQUEST_ID_CHARS {
+        format!("is longer than {MAX_REQUEST_ID_CHARS} characters")
+    } else if id.chars().any(char::is_control) {
+        "contains a control character".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(GatewayError::new(
+        codes::REQUEST_INVALID,
+        format!("{name} {problem}"),
+        format!(
+            "Send an id of 1 to {MAX_REQUEST_ID_CHARS} characters without control characters, \
+             e.g. a ULID or UUID."
+        ),
+    ))
+}
 
 /// The common error object (draft §4 `error`, DESIGN §10).
 ///
@@ -57,8 +90,11 @@ impl From<GatewayError> for ErrorObject {
 /// - success: `{"ok": true, "requestId": "...", "data": <T>}`
 /// - failure: `{"ok": false, "requestId": "...", "error": <ErrorObject>}`
 ///
-/// `requestId` is optional: the draft's §5 health and capabilities examples omit it (those
-/// requests carry no id). It is omitted on the wire when `None`.
+/// The gateway sets `requestId` on every answer (issue 12 §4): the client's id when the request
+/// carried one (a body's `requestId`, else an `X-Request-Id` header), else one it minted
+/// (`req_<ULID>`); the same id is in the `X-Request-Id` response header and the daemon's log
+/// line for the request. It stays optional here for reading answers of other gateways (the
+/// draft's §5 examples omit it) and is omitted on the wire when `None`.
 ///
 /// Deserializing checks the `ok` discriminant: `ok: true` requires `data` to parse as `T`
 /// (a missing `data` is read as `null`, which only types like `()` or `serde_json::Value`
@@ -184,7 +220,6 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ApiResponse<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::codes;
     use serde_json::json;
 
     #[test]
@@ -219,6 +254,22 @@ mod tests {
         let r: Result<ApiResponse<serde_json::Value>, _> =
             serde_json::from_value(json!({"ok": false, "requestId": "r"}));
         assert!(r.is_err());
+    }
+
+    #[test]
+    fn request_ids_are_capped_everywhere_by_one_rule() {
+        assert!(check_request_id("`requestId`", "req_01J").is_ok());
+        assert!(check_request_id("`requestId`", &"é".repeat(MAX_REQUEST_ID_CHARS)).is_ok());
+        for (id, why) in [
+            (String::new(), "is empty"),
+            ("x".repeat(MAX_REQUEST_ID_CHARS + 1), "longer than 200"),
+            ("a\nb".to_owned(), "control character"),
+        ] {
+            let error = check_request_id("`requestId`", &id).expect_err(why);
+            assert_eq!(error.code, codes::REQUEST_INVALID);
+            assert!(error.message.contains(why), "{}", error.message);
+            assert!(error.message.len() < 100, "the id is not quoted");
+        }
     }
 
     #[test]

@@ -19,14 +19,81 @@ use serde::{Deserialize, Serialize};
 
 use super::ErrorObject;
 
-/// A request id chosen by the client: a string or a non-negative integer, echoed as given.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A request id chosen by the client: a string or a non-negative integer, echoed as given. A
+/// string id follows the rule of every id the gateway echoes ([`super::check_request_id`]: 1 to
+/// 200 characters, no control characters); reading one that breaks it is a serde error.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum FrameId {
     /// A numeric id, e.g. `7`.
     Number(u64),
     /// A string id, e.g. `"req-7"`.
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for FrameId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct IdVisitor;
+        impl serde::de::Visitor<'_> for IdVisitor {
+            type Value = FrameId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or a non-negative integer")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FrameId, E> {
+                Ok(FrameId::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<FrameId, E> {
+                u64::try_from(v)
+                    .map(FrameId::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FrameId, E> {
+                super::check_request_id("`id`", v).map_err(|e| E::custom(e.message))?;
+                Ok(FrameId::Text(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(IdVisitor)
+    }
+}
+
+/// The `id` of a client's frame text when it can be read — the text is a JSON object whose
+/// `id` is a valid [`FrameId`] — whatever else is wrong with the frame (an unknown `type`, a
+/// missing or mistyped field, a duplicate key elsewhere). Every transport answers a frame it
+/// cannot take with an `error` frame carrying this id (issue 12 §4), so a caller waiting on the
+/// id gets an answer.
+pub fn readable_id(text: &str) -> Option<FrameId> {
+    /// The `id` of a JSON object (not an array, which a derived struct would also read); an
+    /// `id` given twice is no id.
+    struct Head(Option<FrameId>);
+    impl<'de> Deserialize<'de> for Head {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct HeadVisitor;
+            impl<'de> serde::de::Visitor<'de> for HeadVisitor {
+                type Value = Head;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a frame object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Head, A::Error> {
+                    let mut id = None;
+                    while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                        if key != "id" {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        } else if id.is_some() {
+                            return Err(serde::de::Error::duplicate_field("id"));
+                        } else {
+                            id = Some(map.next_value::<FrameId>()?);
+                        }
+                    }
+                    Ok(Head(id))
+                }
+            }
+            deserializer.deserialize_map(HeadVisitor)
+        }
+    }
+    serde_json::from_str::<Head>(text).ok()?.0
 }
 
 impl std::fmt::Display for FrameId {
@@ -107,8 +174,13 @@ pub struct RequestFrame {
     pub method: String,
     /// Route path, e.g. `/v1/runs/run_01J.../events?after=12`.
     pub path: String,
-    /// JSON body; absent for `GET`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// JSON body; absent (or `null`) for `GET`. Read by the rule of every body
+    /// ([`super::json::strict_body`]: a key twice in one object is refused).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::json::strict_body"
+    )]
     pub body: Option<serde_json::Value>,
 }
 
@@ -197,12 +269,49 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_read_whatever_else_is_wrong() {
+        for (text, id) in [
+            (
+                r#"{"type":"subscribe","id":"a"}"#,
+                Some(FrameId::Text("a".into())),
+            ),
+            (r#"{"type":"request","id":4}"#, Some(FrameId::Number(4))),
+            (
+                r#"{"type":"request","id":4,"method":7,"path":"/"}"#,
+                Some(FrameId::Number(4)),
+            ),
+            (
+                r#"{"id":"x","body":{"a":1,"a":2}}"#,
+                Some(FrameId::Text("x".into())),
+            ),
+            (r#"{"type":"end"}"#, None),
+            (r#"{"type":"end","id":-1}"#, None),
+            (r#"{"type":"end","id":1,"id":2}"#, None),
+            (r#"[1]"#, None),
+            (r#"{"id":"a","#, None),
+        ] {
+            assert_eq!(readable_id(text), id, "{text}");
+        }
+        let long = format!(r#"{{"type":"end","id":"{}"}}"#, "i".repeat(201));
+        assert_eq!(readable_id(&long), None);
+        // A duplicate key in a request's body refuses the frame.
+        let error = serde_json::from_str::<Frame>(
+            r#"{"type":"request","id":1,"method":"POST","path":"/v1/chat","body":{"a":1,"a":2}}"#,
+        )
+        .expect_err("duplicate");
+        assert!(error.to_string().contains("duplicate key `a`"), "{error}");
+    }
+
+    #[test]
     fn unknown_types_and_bad_ids_are_refused() {
         for value in [
             json!({"type": "subscribe", "id": 1}),
             json!({"id": 1}),
             json!({"type": "end", "id": -1}),
             json!({"type": "end", "id": {"a": 1}}),
+            json!({"type": "end", "id": ""}),
+            json!({"type": "end", "id": "i".repeat(201)}),
+            json!({"type": "end", "id": "a\nb"}),
         ] {
             assert!(
                 serde_json::from_value::<Frame>(value.clone()).is_err(),

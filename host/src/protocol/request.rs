@@ -1,8 +1,10 @@
 //! Request bodies: repository mapping (draft §6), chat (§7), review (§8), cancel (§9).
 //!
 //! Unknown fields are ignored, not rejected, so that clients may send optional fields added
-//! later inside `/v1` (draft §14). Optional fields are omitted on the wire when `None`, except
-//! `scope.selection`, which the draft writes as an explicit `null`.
+//! later inside `/v1` (draft §14); transports read bodies with [`super::json`], which refuses
+//! duplicate keys and names a near miss of a field (`requestID` for `requestId`). Optional
+//! fields are omitted on the wire when `None`, except `scope.selection`, which the draft writes
+//! as an explicit `null`.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +17,9 @@ use super::finding::Confidence;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryMappingRequest {
+    /// Optional client id of the proposal, echoed in the answer's `requestId` and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// GitLab origin, e.g. `https://gitlab.example.com` (scheme + host [+ port], no path).
     pub gitlab_origin: String,
     /// Full project path, e.g. `group/subgroup/project`.
@@ -244,6 +249,9 @@ pub enum Effort {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelRequest {
+    /// Optional client id of the cancel, echoed in the answer's `requestId` and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// Short machine-readable reason, e.g. `user_cancelled`; echoed in `run.cancelled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -165,10 +165,9 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
         (None, Outcome::Cancelled(_)) => {
             writeln!(out, "  reviewed   not reported: the run was cancelled")?
         }
-        (None, Outcome::Interrupted(_)) => writeln!(
-            out,
-            "  reviewed   not reported: the run was interrupted"
-        )?,
+        (None, Outcome::Interrupted(_)) => {
+            writeln!(out, "  reviewed   not reported: the run was interrupted")?
+        }
         (None, Outcome::Incomplete) => writeln!(
             out,
             "  reviewed   not reported: the events end before the run finished"

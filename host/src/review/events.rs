@@ -39,6 +39,7 @@ pub struct Emitter<'a> {
     sink: &'a mut dyn FnMut(&AgentEvent),
     // What the rules reviewed, once they have run: `run.failed` reports it.
     reviewed: Option<(Vec<String>, Vec<SkippedFile>)>,
+    surface: crate::error::Surface,
 }
 
 impl<'a> Emitter<'a> {
@@ -55,7 +56,20 @@ impl<'a> Emitter<'a> {
             seq: last_seq,
             sink,
             reviewed: None,
+            surface: crate::error::Surface::default(),
         }
+    }
+
+    /// The same emitter, whose warnings speak to `surface` (who started the run).
+    pub fn speaking_to(mut self, surface: crate::error::Surface) -> Self {
+        self.surface = surface;
+        self
+    }
+
+    /// Who the run's warnings speak to: pick remediations with
+    /// [`crate::error::Hint::to`]`(emitter.surface())`.
+    pub fn surface(&self) -> crate::error::Surface {
+        self.surface
     }
 
     /// The run's id.

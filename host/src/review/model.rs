@@ -32,7 +32,17 @@ use crate::conversation::{
     self, BUDGET_REMEDIATION, Budget, CONTEXT_REMEDIATION, Conversation, End, Spent, ToolHost,
     call_repository_tool, cut, model_context, repository_tool_specs, specs_tokens,
 };
-use crate::error::GatewayError;
+use crate::error::{GatewayError, Hint, Surface};
+
+/// What to do when the context leaves no room for the diff.
+const TOO_SMALL_CONTEXT: Hint = Hint {
+    command_line: "Raise the provider's context_window in config.toml to what the model server \
+         allows (and the server's own, e.g. Ollama's num_ctx), or --max-context-tokens if you set \
+         it too low.",
+    request: "Raise the provider's context_window in the gateway's config.toml to what the model \
+         server allows (and the server's own, e.g. Ollama's num_ctx), or policy.maxContextTokens \
+         if it is set too low.",
+};
 use crate::protocol::{
     Confidence, Effort, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
     Warning,
@@ -130,7 +140,7 @@ pub fn run(
                     "the model's context of {window} tokens leaves no room for the repository tools (~{with_tools} tokens with them), so the model reviews the diff alone"
                 ),
                 path: None,
-                remediation: Some(CONTEXT_REMEDIATION.into()),
+                remediation: Some(CONTEXT_REMEDIATION.to(emitter.surface()).into()),
             });
         }
     }
@@ -176,12 +186,7 @@ pub fn run(
                 plural(paths.len(), "file")
             ),
             path: None,
-            remediation: Some(
-                "Raise the provider's context_window in config.toml to what the model server \
-                 allows (and the server's own, e.g. Ollama's num_ctx), or a --max-context-tokens \
-                 / maxContextTokens that is too low."
-                    .into(),
-            ),
+            remediation: Some(TOO_SMALL_CONTEXT.to(emitter.surface()).into()),
         });
         outcome.findings = host.accepted;
         return outcome;
@@ -197,7 +202,7 @@ pub fn run(
                 hunk.path, hunk.start, hunk.end, hunk.tokens
             ),
             path: Some(hunk.path.clone()),
-            remediation: Some(CONTEXT_REMEDIATION.into()),
+            remediation: Some(CONTEXT_REMEDIATION.to(emitter.surface()).into()),
         });
     }
     for (i, chunk) in chunks.iter().enumerate() {
@@ -249,7 +254,7 @@ pub fn run(
                                 rest.join(", ")
                             ),
                             path: None,
-                            remediation: Some(BUDGET_REMEDIATION.into()),
+                            remediation: Some(BUDGET_REMEDIATION.to(emitter.surface()).into()),
                         });
                     }
                     break;
@@ -270,8 +275,9 @@ pub fn run(
 /// goes into a prompt.
 ///
 /// # Errors
-/// `request.invalid` naming the value.
-pub fn check_language(tag: &str) -> Result<(), GatewayError> {
+/// `request.invalid` naming the value; the remediation names the flag or the request field
+/// (`surface`).
+pub fn check_language(tag: &str, surface: Surface) -> Result<(), GatewayError> {
     let mut parts = tag.split('-');
     let primary = parts.next().unwrap_or_default();
     let ok = (2..=8).contains(&primary.len())
@@ -284,8 +290,13 @@ pub fn check_language(tag: &str) -> Result<(), GatewayError> {
         Err(GatewayError::new(
             crate::error::codes::REQUEST_INVALID,
             format!("`{tag}` is not a language tag"),
-            "Give a BCP 47 language tag such as `en`, `de` or `zh-CN` (--language, or \
-             policy.language in a request).",
+            Hint {
+                command_line: "Give --language a BCP 47 language tag such as `en`, `de` or \
+                     `zh-CN`.",
+                request: "Set policy.language to a BCP 47 language tag such as `en`, `de` or \
+                     `zh-CN`.",
+            }
+            .to(surface),
         ))
     }
 }

@@ -20,8 +20,10 @@
 //!   is sent. Cancelling an `id` that is not open (finished, never sent) does nothing: its
 //!   `response` or `end` was, or will be, the last frame for it.
 //! - Anything else — not JSON, not an object with a known `type`, a missing or malformed field,
-//!   a frame type only the gateway sends — → `error` `request.invalid` naming the problem, with
-//!   the offending `id` when one could be read. Nothing a client sends ends the dispatcher.
+//!   a key twice in one object (the frame's `body` included), an `id` over 200 characters, a
+//!   frame type only the gateway sends — → `error` `request.invalid` naming the problem, with
+//!   the offending `id` whenever one can be read ([`readable_id`], which the native host uses
+//!   too). Nothing a client sends ends the dispatcher.
 //!
 //! Backpressure (issue 12: a client that sent 60,000 requests and read nothing grew the daemon
 //! from 62 MB to 718 MB): every outgoing frame goes through one bounded channel
@@ -48,6 +50,7 @@ use crate::error::{GatewayError, codes};
 use crate::protocol::ErrorObject;
 use crate::protocol::frame::{
     ErrorFrame, EventFrame, Frame, FrameId, HelloFrame, IdFrame, RequestFrame, ResponseFrame,
+    readable_id,
 };
 
 /// Frames that may wait in a connection's outgoing channel before producers wait for the writer.
@@ -136,7 +139,7 @@ impl Dispatcher {
                     &GatewayError::new(
                         codes::REQUEST_INVALID,
                         format!("`{kind}` frames are sent by the gateway, not to it"),
-                        "Send `hello`, `request` or `cancel` frames (DESIGN §4).",
+                        FRAMES_REMEDIATION,
                     ),
                 )
                 .await;
@@ -420,71 +423,46 @@ impl SseParser {
     }
 }
 
+/// What to send instead of a frame the gateway cannot take.
+const FRAMES_REMEDIATION: &str = "Send `hello`, `request` or `cancel` frames, e.g. \
+     {\"type\":\"request\",\"id\":1,\"method\":\"GET\",\"path\":\"/v1/health\"}; the README's \
+     section \"The daemon\" (WebSocket) shows each.";
+
 /// Parse a client's text message as a frame; on failure the error and the `id` if one could be
-/// read.
+/// read ([`readable_id`], the same function the native host uses).
 ///
 /// # Errors
 /// `request.invalid` naming the problem: not JSON, not an object, no `type`, an unknown
-/// `type`, a missing or malformed field.
+/// `type`, a missing or malformed field, a key twice in one object, an `id` over 200
+/// characters.
 pub fn parse_frame(text: &str) -> Result<Frame, (Option<FrameId>, GatewayError)> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        (
-            None,
-            GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("the message is not JSON: {e}"),
-                "Send each frame as one JSON object in a text message (DESIGN §4).",
-            ),
-        )
-    })?;
+    let invalid =
+        |message: String| GatewayError::new(codes::REQUEST_INVALID, message, FRAMES_REMEDIATION);
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| (None, invalid(format!("the message is not JSON: {e}"))))?;
     let Some(object) = value.as_object() else {
-        return Err((
-            None,
-            GatewayError::new(
-                codes::REQUEST_INVALID,
-                "a frame must be a JSON object",
-                "Send an object with a `type`, e.g. {\"type\":\"hello\",\"protocolVersions\":[\"1.0\"]}.",
-            ),
-        ));
+        return Err((None, invalid("a frame must be a JSON object".into())));
     };
-    let id = object
-        .get("id")
-        .and_then(|id| serde_json::from_value::<FrameId>(id.clone()).ok());
+    let id = || readable_id(text);
     let kind = match object.get("type") {
-        Some(serde_json::Value::String(kind)) => kind.clone(),
-        _ => {
-            return Err((
-                id,
-                GatewayError::new(
-                    codes::REQUEST_INVALID,
-                    "the frame has no string `type`",
-                    "Set `type` to `hello`, `request` or `cancel`.",
-                ),
-            ));
-        }
+        Some(serde_json::Value::String(kind)) => kind.as_str(),
+        _ => return Err((id(), invalid("the frame has no string `type`".into()))),
     };
     const KNOWN: [&str; 8] = [
         "hello", "request", "response", "event", "end", "cancel", "error", "chunk",
     ];
-    if !KNOWN.contains(&kind.as_str()) {
-        return Err((
-            id,
-            GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("unknown frame type `{kind}`"),
-                "Send `hello`, `request` or `cancel` frames (DESIGN §4).",
-            ),
-        ));
+    if !KNOWN.contains(&kind) {
+        let shown: String = kind.chars().take(40).collect();
+        return Err((id(), invalid(format!("unknown frame type `{shown}`"))));
     }
-    serde_json::from_value::<Frame>(value).map_err(|e| {
+    // Parsed from the text, not from `value`: a key twice in one object (in the frame or its
+    // `body`) is refused, not collapsed to its last value.
+    serde_json::from_str::<Frame>(text).map_err(|e| {
+        let message = e.to_string();
+        let message: String = message.chars().take(240).collect();
         (
-            id,
-            GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("the `{kind}` frame is not valid: {e}"),
-                "See DESIGN §4 for the fields of each frame (`id` is a string or a non-negative \
-                 integer).",
-            ),
+            id(),
+            invalid(format!("the `{kind}` frame is not valid: {message}")),
         )
     })
 }
@@ -527,6 +505,7 @@ mod tests {
 
     #[test]
     fn bad_frames_name_their_problem_and_keep_the_id() {
+        let long = format!(r#"{{"type":"end","id":"{}"}}"#, "i".repeat(201));
         let cases = [
             ("not json", None, "not JSON"),
             ("[1]", None, "JSON object"),
@@ -546,6 +525,12 @@ mod tests {
                 Some(FrameId::Number(4)),
                 "missing field `method`",
             ),
+            (
+                r#"{"type":"request","id":"m","method":"POST","path":"/v1/chat","body":{"a":{"b":1,"b":2}}}"#,
+                Some(FrameId::Text("m".into())),
+                "duplicate key `a.b`",
+            ),
+            (long.as_str(), None, "longer than 200 characters"),
         ];
         for (text, id, needle) in cases {
             let (got_id, error) = parse_frame(text).expect_err(text);

@@ -6,14 +6,26 @@
 //! `data: <AgentEvent JSON>`, DESIGN §5).
 //!
 //! Every request passes, in order:
-//! 1. the `Host` check — only `127.0.0.1`, `localhost` or `[::1]` with our port (DNS-rebinding
-//!    defence), else 403 `request.host_not_allowed`;
+//! 0. its id ([`RequestId`], issue 12 §4): the `X-Request-Id` header when it holds a valid id
+//!    (1 to 200 characters, [`check_request_id`]; else 400 `request.invalid`), or a fresh
+//!    `req_<ULID>`. A body's `requestId` replaces it once the body is read. Every answer —
+//!    errors of this layer, 404s and unreadable bodies included — carries the final id as
+//!    `requestId` in its JSON and in an `X-Request-Id` header, and the daemon logs one line per
+//!    request naming it (at `info` for an error answer, `debug` otherwise);
+//! 1. the `Host` check — more than one `Host` header, or an absolute-form request target whose
+//!    authority is not the `Host` header, is 400 `request.host_invalid` (RFC 9112 §3.2); the
+//!    host (the absolute-form authority, else `Host`) must be `127.0.0.1`, `localhost` or
+//!    `[::1]` with our port (DNS-rebinding defence), else 403 `request.host_not_allowed`;
 //! 2. the `Origin` check — a request carrying an `Origin` that is not a configured GitLab
 //!    origin is refused with 403 `origin.not_allowed` before any handler runs (so it has no
 //!    side effect), and CORS preflights (with `Access-Control-Allow-Private-Network`) are
 //!    answered only for configured origins;
 //! 3. the bearer token — `Authorization: Bearer <token>`, compared in constant time, on every
 //!    route but `GET /v1/health`: 401 `auth.token_missing` / `auth.token_invalid`.
+//!
+//! Every body is read by one extractor ([`JsonBody`]): at most 2 MiB, JSON by
+//! [`crate::protocol::json`]'s rule (a key twice in one object is 400 `request.invalid` naming
+//! it), a `requestId` checked by [`check_request_id`] and echoed.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,8 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -31,13 +44,19 @@ use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
+use crate::protocol::json::{BODY_REMEDIATION, decode, parse_strict};
 use crate::protocol::{
     AgentEvent, ApiResponse, CancelRequest, ErrorObject, RepositoryMappingRequest, ToolCallRequest,
+    check_request_id,
 };
-use crate::security::{LiveToken, bearer_token, host_allowed, origin_allowed};
+use crate::security::{HostRefusal, LiveToken, bearer_token, check_host, origin_allowed};
+
+/// The header a client may name its request with, and in which every answer carries its id.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// What the routes share.
 #[derive(Clone)]
@@ -92,21 +111,107 @@ fn routes() -> Router<HttpState> {
         .method_not_allowed_fallback(method_not_allowed)
 }
 
+// === request ids ===
+
+/// The id of one request (issue 12 §4, see the module docs): what its answer's `requestId`,
+/// `X-Request-Id` header and log line say. Set by the security layer as a request extension;
+/// a handler whose body had a `requestId` puts that one on its response instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+impl RequestId {
+    /// A fresh id: `req_` + a ULID (sortable by time, unique without coordination).
+    pub fn mint() -> Self {
+        RequestId(crate::review::new_id("req"))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = Infallible;
+
+    /// The id the security layer set (a fresh one when the router runs without it).
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(RequestId::mint))
+    }
+}
+
+/// The error code of an error answer, for the request's log line.
+#[derive(Debug, Clone, Copy)]
+struct AnsweredCode(&'static str);
+
 // === security layer ===
 
-async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+async fn guard(State(state): State<HttpState>, mut request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let given = request.headers().get(REQUEST_ID_HEADER).map(|v| {
+        // Header values other than visible ASCII are refused like control characters.
+        let text = v.to_str().unwrap_or("\u{0}");
+        check_request_id("`X-Request-Id`", text).map(|()| text.to_owned())
+    });
+    let (id, refused) = match given {
+        None => (RequestId::mint(), None),
+        Some(Ok(given)) => (RequestId(given), None),
+        Some(Err(error)) => (RequestId::mint(), Some(error)),
+    };
+    request.extensions_mut().insert(id.clone());
+    let mut response = match refused {
+        Some(error) => error_response(&id, &error),
+        None => checks(&state, request, next, &id).await,
+    };
+    let id = response
+        .extensions()
+        .get::<RequestId>()
+        .cloned()
+        .unwrap_or(id);
+    if let Ok(value) = HeaderValue::from_bytes(id.0.as_bytes()) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    let status = response.status().as_u16();
+    match response.extensions().get::<AnsweredCode>() {
+        Some(AnsweredCode(code)) => {
+            tracing::info!(request_id = %id.0, %method, path, status, code, "request refused");
+        }
+        None if status >= 400 => {
+            tracing::info!(request_id = %id.0, %method, path, status, "request refused");
+        }
+        None => tracing::debug!(request_id = %id.0, %method, path, status, "request"),
+    }
+    response
+}
+
+/// The checks of the module docs (1–3), then the route.
+async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId) -> Response {
     let security = &state.security;
     let headers = request.headers();
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    if !host_allowed(host, security.port) {
-        return error_response(&GatewayError::new(
-            codes::REQUEST_HOST_NOT_ALLOWED,
-            format!("Host `{}` is not this gateway", host.unwrap_or("")),
-            format!(
-                "Call the gateway as http://127.0.0.1:{port} or http://localhost:{port}.",
-                port = security.port
+    let hosts: Vec<&str> = headers
+        .get_all(header::HOST)
+        .iter()
+        .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+        .collect();
+    let authority = request.uri().authority().map(|a| a.as_str());
+    if let Err(refusal) = check_host(&hosts, authority, security.port) {
+        let remediation = format!(
+            "Call the gateway as http://127.0.0.1:{port} or http://localhost:{port}.",
+            port = security.port
+        );
+        let error = match refusal {
+            HostRefusal::NotAllowed(host) => GatewayError::new(
+                codes::REQUEST_HOST_NOT_ALLOWED,
+                format!("Host `{}` is not this gateway", clip(&host, 120)),
+                remediation,
             ),
-        ));
+            invalid => GatewayError::new(
+                codes::REQUEST_HOST_INVALID,
+                clip(&invalid.to_string(), 300),
+                format!("Send exactly one Host header that names the gateway. {remediation}"),
+            ),
+        };
+        return error_response(id, &error);
     }
     let origin = headers
         .get(header::ORIGIN)
@@ -117,12 +222,15 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
         Some(o) if origin_allowed(o, &state.gateway.allowed_origins()) => Some(o.clone()),
         Some(o) => {
             // No CORS headers: the browser keeps the answer from the page, and no handler ran.
-            return error_response(&GatewayError::new(
-                codes::ORIGIN_NOT_ALLOWED,
-                format!("origin `{o}` is not a configured GitLab origin"),
-                "Add the GitLab origin to `allowed_origins` in the gateway's config.toml, or map \
+            return error_response(
+                id,
+                &GatewayError::new(
+                    codes::ORIGIN_NOT_ALLOWED,
+                    format!("origin `{o}` is not a configured GitLab origin"),
+                    "Add the GitLab origin to `allowed_origins` in the gateway's config.toml, or map \
                  a project of that origin (`review-agent-gateway mappings add`); no restart needed.",
-            ));
+                ),
+            );
         }
     };
     if request.method() == Method::OPTIONS {
@@ -139,7 +247,9 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
             );
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("authorization, content-type, last-event-id"),
+                HeaderValue::from_static(
+                    "authorization, content-type, last-event-id, x-request-id",
+                ),
             );
             h.insert(
                 header::ACCESS_CONTROL_MAX_AGE,
@@ -182,7 +292,7 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
             Some(_) => None,
         };
         if let Some(error) = failure {
-            let mut response = error_response(&error);
+            let mut response = error_response(id, &error);
             if let Some(origin) = &allowed_origin {
                 cors_headers(response.headers_mut(), origin);
             }
@@ -200,45 +310,51 @@ fn cors_headers(headers: &mut HeaderMap, origin: &str) {
     if let Ok(value) = HeaderValue::from_str(origin) {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+        // So a page can read the id it would quote in a bug report (the body has it too).
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("x-request-id"),
+        );
     }
 }
 
 // === handlers ===
 
-async fn health(State(state): State<HttpState>) -> Response {
-    ok(None, state.gateway.health().await)
+async fn health(State(state): State<HttpState>, id: RequestId) -> Response {
+    ok(&id, state.gateway.health().await)
 }
 
-async fn capabilities(State(state): State<HttpState>) -> Response {
-    ok(None, state.gateway.capabilities())
+async fn capabilities(State(state): State<HttpState>, id: RequestId) -> Response {
+    ok(&id, state.gateway.capabilities())
 }
 
-async fn list_tools(State(state): State<HttpState>) -> Response {
-    ok(None, state.gateway.tools())
+async fn list_tools(State(state): State<HttpState>, id: RequestId) -> Response {
+    ok(&id, state.gateway.tools())
 }
 
 async fn call_tool(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    id: RequestId,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<JsonBody, Response>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_error(&rejection),
+    let Path(name) = match name {
+        Ok(name) => name,
+        Err(rejection) => return path_error(&id, &rejection),
     };
-    let request: ToolCallRequest = match parse(&body) {
-        Ok(r) => r,
-        Err(e) => return error_response(&e),
+    let (request, id) = match body.map(|b| b.decode::<ToolCallRequest>("tool call")) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
     };
-    let request_id = request.request_id.clone();
     let gateway = state.gateway.clone();
     // Dropped when the client goes away before the answer: a running command is then killed.
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let flag = cancel.0.clone();
     match tokio::task::spawn_blocking(move || gateway.call_tool(&name, request, flag)).await {
-        Ok(Ok(result)) => ok(request_id, result),
-        Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&internal(&e.to_string())),
+        Ok(Ok(result)) => ok(&id, result),
+        Ok(Err(e)) => error_response(&id, &e),
+        Err(e) => error_response(&id, &internal(&e.to_string())),
     }
 }
 
@@ -254,37 +370,35 @@ impl Drop for CancelOnDrop {
 async fn propose_mapping(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<JsonBody, Response>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_error(&rejection),
-    };
-    let request: RepositoryMappingRequest = match parse(&body) {
-        Ok(r) => r,
-        Err(e) => return error_response(&e),
+    let (request, id) = match body.map(|b| b.decode::<RepositoryMappingRequest>("mapping proposal"))
+    {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
     };
     let origin = headers
         .get(header::ORIGIN)
         .and_then(|o| o.to_str().ok())
         .map(str::to_owned);
     match state.gateway.propose_mapping(request, origin) {
-        Ok(proposed) => (
+        Ok(proposed) => reply(
+            &id,
             StatusCode::ACCEPTED,
-            axum::Json(ApiResponse::success(None, proposed)),
-        )
-            .into_response(),
-        Err(e) => error_response(&e),
+            ApiResponse::success(Some(id.0.clone()), proposed),
+        ),
+        Err(e) => error_response(&id, &e),
     }
 }
 
-async fn chat(State(state): State<HttpState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat(State(state): State<HttpState>, body: Result<JsonBody, Response>) -> Response {
     start_run(state, body, Gateway::start_chat).await
 }
 
 async fn start_review(
     State(state): State<HttpState>,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<JsonBody, Response>,
 ) -> Response {
     start_run(state, body, Gateway::start_review).await
 }
@@ -293,33 +407,38 @@ async fn start_review(
 /// repository and the store), then answer its event stream.
 async fn start_run(
     state: HttpState,
-    body: Result<Bytes, BytesRejection>,
-    start: fn(&Gateway, serde_json::Value) -> Result<crate::engine::Started, GatewayError>,
+    body: Result<JsonBody, Response>,
+    start: fn(&Gateway, Value) -> Result<crate::engine::Started, GatewayError>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_error(&rejection),
-    };
-    let value: serde_json::Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return error_response(&invalid_json(&e)),
+    let (value, id) = match body.map(JsonBody::required) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
     };
     let gateway = state.gateway.clone();
     let started = match tokio::task::spawn_blocking(move || start(&gateway, value)).await {
         Ok(Ok(started)) => started,
-        Ok(Err(e)) => return error_response(&e),
-        Err(e) => return error_response(&internal(&e.to_string())),
+        Ok(Err(e)) => return error_response(&id, &e),
+        Err(e) => return error_response(&id, &internal(&e.to_string())),
     };
     match state.gateway.subscribe(&started.run_id, 0) {
-        Ok(stream) => sse(stream),
-        Err(e) => error_response(&e),
+        Ok(stream) => sse(&id, stream),
+        Err(e) => error_response(&id, &e),
     }
 }
 
-async fn get_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
+async fn get_run(
+    State(state): State<HttpState>,
+    id: RequestId,
+    run_id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let Path(run_id) = match run_id {
+        Ok(run_id) => run_id,
+        Err(rejection) => return path_error(&id, &rejection),
+    };
     match state.gateway.run_view(&run_id) {
-        Ok(view) => ok(None, view),
-        Err(e) => error_response(&e),
+        Ok(view) => ok(&id, view),
+        Err(e) => error_response(&id, &e),
     }
 }
 
@@ -330,16 +449,24 @@ struct EventsQuery {
 
 async fn run_events(
     State(state): State<HttpState>,
-    Path(run_id): Path<String>,
+    id: RequestId,
+    run_id: Result<Path<String>, PathRejection>,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
+    let Path(run_id) = match run_id {
+        Ok(run_id) => run_id,
+        Err(rejection) => return path_error(&id, &rejection),
+    };
     let Ok(Query(query)) = query else {
-        return error_response(&GatewayError::new(
-            codes::REQUEST_INVALID,
-            "`after` must be a non-negative integer (an event seq)",
-            "Pass the seq of the last event you received: ?after=42.",
-        ));
+        return error_response(
+            &id,
+            &GatewayError::new(
+                codes::REQUEST_INVALID,
+                "`after` must be a non-negative integer (an event seq)",
+                "Pass the seq of the last event you received: ?after=42.",
+            ),
+        );
     };
     // `Last-Event-ID` is what a browser EventSource sends when it reconnects (DESIGN §5).
     let last_event_id = headers
@@ -348,76 +475,206 @@ async fn run_events(
         .and_then(|v| v.trim().parse::<u64>().ok());
     let after = query.after.or(last_event_id).unwrap_or(0);
     match state.gateway.subscribe(&run_id, after) {
-        Ok(stream) => sse(stream),
-        Err(e) => error_response(&e),
+        Ok(stream) => sse(&id, stream),
+        Err(e) => error_response(&id, &e),
     }
 }
 
 async fn cancel_run(
     State(state): State<HttpState>,
-    Path(run_id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    run_id: Result<Path<String>, PathRejection>,
+    body: Result<JsonBody, Response>,
 ) -> Response {
+    // The body is optional (`{"reason": "user_cancelled"}`, draft §9).
     let body = match body {
         Ok(body) => body,
-        Err(rejection) => return body_error(&rejection),
+        Err(response) => return response,
     };
-    // The body is optional (`{"reason": "user_cancelled"}`, draft §9).
-    let reason = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        match parse::<CancelRequest>(&body) {
-            Ok(request) => request.reason,
-            Err(e) => return error_response(&e),
-        }
+    let Path(run_id) = match run_id {
+        Ok(run_id) => run_id,
+        Err(rejection) => return path_error(&body.id, &rejection),
     };
-    match state.gateway.cancel(&run_id, reason) {
-        Ok(view) => ok(None, view),
-        Err(e) => error_response(&e),
+    let (request, id) = match body.decode_optional::<CancelRequest>("cancel request") {
+        Ok(parsed) => parsed,
+        Err(refused) => return *refused,
+    };
+    match state.gateway.cancel(&run_id, request.reason) {
+        Ok(view) => ok(&id, view),
+        Err(e) => error_response(&id, &e),
     }
 }
 
-async fn resume_run(State(state): State<HttpState>, Path(run_id): Path<String>) -> Response {
+async fn resume_run(
+    State(state): State<HttpState>,
+    run_id: Result<Path<String>, PathRejection>,
+    body: Result<JsonBody, Response>,
+) -> Response {
+    // No body is needed; one that is sent (e.g. `{"requestId": "…"}`) is read by the same rule
+    // as every other body.
+    let body = match body {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let id = body.id;
+    let Path(run_id) = match run_id {
+        Ok(run_id) => run_id,
+        Err(rejection) => return path_error(&id, &rejection),
+    };
+    if body.value.as_ref().is_some_and(|v| !v.is_object()) {
+        return error_response(
+            &id,
+            &GatewayError::new(
+                codes::REQUEST_INVALID,
+                "the resume request is not valid: the body must be a JSON object",
+                "Send no body, or a JSON object such as {\"requestId\": \"…\"}.",
+            ),
+        );
+    }
     let gateway = state.gateway.clone();
     match tokio::task::spawn_blocking(move || gateway.resume(&run_id)).await {
-        Ok(Ok(view)) => ok(None, view),
-        Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&internal(&e.to_string())),
+        Ok(Ok(view)) => ok(&id, view),
+        Ok(Err(e)) => error_response(&id, &e),
+        Err(e) => error_response(&id, &internal(&e.to_string())),
     }
 }
 
-async fn method_not_allowed() -> Response {
-    let mut response = error_response(&GatewayError::new(
-        codes::REQUEST_INVALID,
-        "this route does not take that method",
-        "See the protocol draft for each route's method (GET for reads, POST for actions).",
-    ));
+async fn method_not_allowed(id: RequestId) -> Response {
+    let mut response = error_response(
+        &id,
+        &GatewayError::new(
+            codes::REQUEST_INVALID,
+            "this route does not take that method",
+            "Use GET to read (health, capabilities, tools, a run and its events) and POST to act \
+             (reviews, chat, tool calls, mapping proposals, cancel, resume); the README's section \
+             \"The daemon\" lists every route.",
+        ),
+    );
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
 }
 
-/// A body that could not be read (too large: over 2 MiB; or broken) as the common error.
-fn body_error(rejection: &BytesRejection) -> Response {
-    let mut response = error_response(&GatewayError::new(
-        codes::REQUEST_INVALID,
-        format!("the request body could not be read: {rejection}"),
-        "Send a JSON body under 2 MiB.",
-    ));
+async fn not_found(id: RequestId) -> Response {
+    error_response(
+        &id,
+        &GatewayError::new(
+            codes::REQUEST_NOT_FOUND,
+            "no such route",
+            "GET /v1/capabilities lists what this gateway offers; the README's section \"The \
+             daemon\" lists every route.",
+        ),
+    )
+}
+
+/// A path segment that could not be read (not UTF-8 once percent-decoded) as the common error.
+fn path_error(id: &RequestId, rejection: &PathRejection) -> Response {
+    let mut response = error_response(
+        id,
+        &GatewayError::new(
+            codes::REQUEST_INVALID,
+            format!("the request path could not be read: {rejection}"),
+            "Percent-encode the path's ids as UTF-8, e.g. /v1/runs/RUN_ID.",
+        ),
+    );
     *response.status_mut() = rejection.status();
     response
 }
 
-async fn not_found() -> Response {
-    error_response(&GatewayError::new(
-        codes::REQUEST_NOT_FOUND,
-        "no such route",
-        "See GET /v1/capabilities and the protocol draft for the routes.",
-    ))
+// === bodies ===
+
+/// A request body read by the one rule of every route (issue 12 §4): at most 2 MiB; empty (or
+/// only whitespace) is "no body"; otherwise JSON parsed by [`parse_strict`] (a key twice in one
+/// object is refused, naming it); a top-level string `requestId` is checked by
+/// [`check_request_id`] and becomes the request's id. Refusals are the finished error answer
+/// (400 `request.invalid`, or 413 for a body over the limit) carrying the request's id.
+pub struct JsonBody {
+    value: Option<Value>,
+    id: RequestId,
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let mut id = request
+            .extensions()
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(RequestId::mint);
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| body_error(&id, &rejection))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JsonBody { value: None, id });
+        }
+        let value = parse_strict(&bytes).map_err(|e| error_response(&id, &invalid_json(&e)))?;
+        if let Some(Value::String(given)) = value.get("requestId") {
+            check_request_id("`requestId`", given).map_err(|e| error_response(&id, &e))?;
+            id = RequestId(given.clone());
+        }
+        Ok(JsonBody {
+            value: Some(value),
+            id,
+        })
+    }
+}
+
+/// A finished error answer (boxed: a `Response` is large).
+type Refused = Box<Response>;
+
+impl JsonBody {
+    /// The body, which the route requires, and the request's id.
+    fn required(self) -> Result<(Value, RequestId), Refused> {
+        match self.value {
+            Some(value) => Ok((value, self.id)),
+            None => Err(Box::new(error_response(
+                &self.id,
+                &GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    "this route needs a JSON body, and the request has none",
+                    BODY_REMEDIATION,
+                ),
+            ))),
+        }
+    }
+
+    /// The body as the request type `T` ([`decode`]), which the route requires.
+    fn decode<T: DeserializeOwned>(self, what: &str) -> Result<(T, RequestId), Refused> {
+        let (value, id) = self.required()?;
+        match decode(what, &value) {
+            Ok(request) => Ok((request, id)),
+            Err(e) => Err(Box::new(error_response(&id, &e))),
+        }
+    }
+
+    /// The body as `T`, or `T::default()` when there is none.
+    fn decode_optional<T: DeserializeOwned + Default>(
+        self,
+        what: &str,
+    ) -> Result<(T, RequestId), Refused> {
+        match self.value {
+            None => Ok((T::default(), self.id)),
+            Some(_) => self.decode(what),
+        }
+    }
+}
+
+/// A body that could not be read (too large: over 2 MiB; or broken) as the common error.
+fn body_error(id: &RequestId, rejection: &BytesRejection) -> Response {
+    let mut response = error_response(
+        id,
+        &GatewayError::new(
+            codes::REQUEST_INVALID,
+            format!("the request body could not be read: {rejection}"),
+            "Send a JSON body under 2 MiB.",
+        ),
+    );
+    *response.status_mut() = rejection.status();
+    response
 }
 
 // === rendering ===
 
-fn sse(stream: impl Stream<Item = AgentEvent> + Send + 'static) -> Response {
+fn sse(id: &RequestId, stream: impl Stream<Item = AgentEvent> + Send + 'static) -> Response {
     let events = stream.map(|event| {
         let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
         Ok::<_, Infallible>(
@@ -427,19 +684,39 @@ fn sse(stream: impl Stream<Item = AgentEvent> + Send + 'static) -> Response {
                 .data(data),
         )
     });
-    Sse::new(events)
+    let mut response = Sse::new(events)
         .keep_alive(KeepAlive::default())
-        .into_response()
+        .into_response();
+    response.extensions_mut().insert(id.clone());
+    response
 }
 
-fn ok<T: serde::Serialize>(request_id: Option<String>, data: T) -> Response {
-    axum::Json(ApiResponse::success(request_id, data)).into_response()
+fn ok<T: serde::Serialize>(id: &RequestId, data: T) -> Response {
+    reply(
+        id,
+        StatusCode::OK,
+        ApiResponse::success(Some(id.0.clone()), data),
+    )
 }
 
-/// The common error object (draft §4) with the HTTP status of its code.
-pub fn error_response(error: &GatewayError) -> Response {
-    let body: ApiResponse<()> = ApiResponse::failure(None, ErrorObject::from(error));
-    (status_for(error.code), axum::Json(body)).into_response()
+/// `body` with `status`, marked with the request's id (for its header and log line).
+fn reply<T: serde::Serialize>(
+    id: &RequestId,
+    status: StatusCode,
+    body: ApiResponse<T>,
+) -> Response {
+    let mut response = (status, axum::Json(body)).into_response();
+    response.extensions_mut().insert(id.clone());
+    response
+}
+
+/// The common error object (draft §4) carrying the request's id, with the HTTP status of its
+/// code.
+pub fn error_response(id: &RequestId, error: &GatewayError) -> Response {
+    let body: ApiResponse<()> = ApiResponse::failure(Some(id.0.clone()), ErrorObject::from(error));
+    let mut response = reply(id, status_for(error.code), body);
+    response.extensions_mut().insert(AnsweredCode(error.code));
+    response
 }
 
 /// HTTP status for an error code.
@@ -476,17 +753,20 @@ pub fn status_for(code: &str) -> StatusCode {
     }
 }
 
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, GatewayError> {
-    serde_json::from_slice(body).map_err(|e| invalid_json(&e))
-}
-
 fn invalid_json(e: &serde_json::Error) -> GatewayError {
     GatewayError::new(
         codes::REQUEST_INVALID,
-        format!("the request body is not valid: {e}"),
-        "Send a JSON body; the README shows one for each route (sections \"The daemon\" and \
-         \"Model providers\").",
+        format!("the request body is not valid JSON: {e}"),
+        BODY_REMEDIATION,
     )
+}
+
+/// `text` cut to `max` characters, for messages quoting headers.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
 }
 
 fn internal(message: &str) -> GatewayError {

@@ -19,8 +19,9 @@
 //!   hosts connect to the first.
 //! - **Relay** ([`relay`]): stdin bytes → [`Decoder`] (64 MiB cap) → each frame's JSON as one
 //!   WebSocket text message; each frame the decoder cannot take (zero or over-cap length,
-//!   invalid UTF-8, malformed JSON, unknown type) → one `error` frame on stdout, and the stream
-//!   goes on. Daemon text messages → stdout, a frame whose JSON is over 1 MiB as `chunk` frames
+//!   invalid UTF-8, malformed JSON, unknown type, a missing or mistyped field) → one `error`
+//!   frame on stdout, carrying the frame's `id` whenever the JSON object has a readable one
+//!   ([`crate::protocol::frame::readable_id`], as `/v1/ws` answers), and the stream goes on. Daemon text messages → stdout, a frame whose JSON is over 1 MiB as `chunk` frames
 //!   ([`encode_chunked`] at [`OUTBOUND_FRAME_CAP`]); nothing over 1 MiB is ever written.
 //! - **Connection loss**: every request still open (sent, no `response`/`end`/`error` yet) gets
 //!   an `error` frame `gateway.unavailable` (retryable: its answer is lost; runs go on in the
@@ -941,9 +942,12 @@ async fn read_frames<R: AsyncRead + Unpin>(
                 }
                 Err(error) => {
                     tracing::info!(%error, "an inbound frame was refused");
+                    // The id when the frame has a readable one, as `/v1/ws` answers
+                    // (`protocol::frame::readable_id`): its caller is waiting on it.
+                    let id = error.id().cloned();
                     let error = GatewayError::from(error);
                     if out
-                        .send(Outbound::Frame(error_frame(None, &error)))
+                        .send(Outbound::Frame(error_frame(id, &error)))
                         .await
                         .is_err()
                     {
@@ -1283,8 +1287,14 @@ mod tests {
     #[test]
     fn an_unchunkable_frame_becomes_an_error_frame() {
         // An id that alone fills 1 MiB cannot be chunked: an error frame with a null id instead.
-        let frame = json!({"type": "response", "id": "i".repeat(OUTBOUND_FRAME_CAP), "status": 200, "body": {}});
-        let messages = outbound_messages(Outbound::Text(frame.to_string()));
+        // (No client can send such an id — ids are capped at 200 characters — so the frame is
+        // built here rather than read.)
+        let frame = Frame::Response(crate::protocol::ResponseFrame {
+            id: FrameId::Text("i".repeat(OUTBOUND_FRAME_CAP)),
+            status: 200,
+            body: json!({}),
+        });
+        let messages = outbound_messages(Outbound::Frame(frame));
         assert_eq!(messages.len(), 1);
         let frames = frames_of(&messages[0]);
         assert_eq!(frames[0].1["error"]["code"], codes::FRAME_TOO_LARGE);

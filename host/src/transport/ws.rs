@@ -50,7 +50,7 @@ use crate::protocol::frame::Frame;
 use crate::security::bearer_token;
 
 use super::frames::{Connection, Dispatcher, OUTBOUND_CAPACITY};
-use super::http::error_response;
+use super::http::{RequestId, error_response};
 
 /// The subprotocol the gateway selects (the frame protocol, version 1).
 pub const SUBPROTOCOL: &str = "review-agent-gateway.v1";
@@ -107,17 +107,21 @@ fn offered_protocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 /// and serve frames until the connection ends.
 pub async fn upgrade(
     State(state): State<WsState>,
+    id: RequestId,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => {
-            let mut response = error_response(&GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("`/v1/ws` is a WebSocket endpoint: {rejection}"),
-                "Open it with a WebSocket client (ws://127.0.0.1:PORT/v1/ws).",
-            ));
+            let mut response = error_response(
+                &id,
+                &GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!("`/v1/ws` is a WebSocket endpoint: {rejection}"),
+                    "Open it with a WebSocket client (ws://127.0.0.1:PORT/v1/ws).",
+                ),
+            );
             *response.status_mut() = rejection.status();
             return response;
         }
@@ -129,11 +133,14 @@ pub async fn upgrade(
     );
     let protocol_token = subprotocol_token(&headers);
     if protocol_token.is_some() && !offered_protocols(&headers).any(|p| p == SUBPROTOCOL) {
-        return error_response(&GatewayError::new(
-            codes::REQUEST_INVALID,
-            format!("a `bearer.` subprotocol entry must come with `{SUBPROTOCOL}`"),
-            format!("Open the socket with protocols [\"{SUBPROTOCOL}\", \"bearer.<token>\"]."),
-        ));
+        return error_response(
+            &id,
+            &GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("a `bearer.` subprotocol entry must come with `{SUBPROTOCOL}`"),
+                format!("Open the socket with protocols [\"{SUBPROTOCOL}\", \"bearer.<token>\"]."),
+            ),
+        );
     }
     let connection = Connection {
         router: state.router.clone(),

@@ -81,6 +81,41 @@ pub fn request(
     Response::parse(&raw)
 }
 
+/// Raw bytes to `127.0.0.1:port` (a whole request, exactly as given: a request line in absolute
+/// form, two `Host` headers, a body with a duplicate key), the answer read to its end.
+pub fn request_bytes_raw(port: u16, raw: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    stream.write_all(raw).expect("write request");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read response");
+    Response::parse(&answer)
+}
+
+/// A request whose JSON body is `body` as written (so it may hold what a `Value` cannot, such
+/// as a key twice), with `Connection: close` and `Host: 127.0.0.1:<port>`.
+pub fn request_text(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{port}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    request_bytes_raw(port, request.as_bytes())
+}
+
 /// A parsed HTTP response; chunked bodies are de-chunked.
 pub struct Response {
     /// The status code (0 when the answer had no status line).
