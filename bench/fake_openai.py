@@ -7,7 +7,7 @@ first stdout line. It speaks the wire format of OpenAI's Chat Completions stream
   POST /v1/chat/completions   an SSE body of `chat.completion.chunk`s, as fast as it can write:
                               a role chunk, N content deltas, a finish chunk, a usage chunk
                               (`choices: []`), then `data: [DONE]`; HTTP/1.1, chunked.
-  GET  /v1/models             200, a list with the fake models.
+  GET  /v1/models             200, a list with the fake models (after `--models-delay-ms`).
   GET  /stats                 JSON counters since the last reset (see `Stats`).
   POST /stats/reset           zero them.
 
@@ -62,6 +62,7 @@ class Stats:
             self.handle_seconds = 0.0  # time spent answering completions (read to last write)
             self.findings_sent = 0
             self.models = {}
+            self.model_listings = 0  # GET /v1/models (the gateway's health probes)
 
     def snapshot(self):
         with self.lock:
@@ -109,6 +110,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.rstrip("/") == "/v1/models":
+            with STATS.lock:
+                STATS.model_listings += 1
+            time.sleep(self.server.models_delay_ms / 1000)
             self.send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "bench"}
                 for m in ("deltas-N", "review-stop", "review-finding")]})
@@ -253,10 +257,13 @@ def main():
     ap.add_argument("--deltas", type=int, default=1000, help="deltas for an unknown model")
     ap.add_argument("--batch", type=int, default=1, help="deltas per socket write")
     ap.add_argument("--delta-text", default="tok", help="each delta is TEXT<i> plus a space")
+    ap.add_argument("--models-delay-ms", type=float, default=0,
+                    help="how long GET /v1/models takes (a provider's health probe)")
     a = ap.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     server.daemon_threads = True
     server.default_deltas, server.batch, server.delta_text = a.deltas, a.batch, a.delta_text
+    server.models_delay_ms = a.models_delay_ms
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
