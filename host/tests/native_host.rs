@@ -1056,7 +1056,14 @@ fn error_frames_keep_a_readable_id_and_responses_carry_request_ids() {
         (
             r#"{"type":"request","id":"d","method":"POST","path":"/v1/chat","body":{"messages":[],"messages":[]}}"#.to_owned(),
             json!("d"),
-            "duplicate key `messages`",
+            "duplicate key `body.messages`",
+        ),
+        (
+            // Issue 12 trial: a key twice outside `body` (here in a field the frame does not
+            // know) was taken, last value winning.
+            r#"{"type":"request","id":"x","method":"GET","path":"/v1/health","extra":{"a":1,"a":2}}"#.to_owned(),
+            json!("x"),
+            "duplicate key `extra.a`",
         ),
         (
             format!(r#"{{"type":"request","id":"{}","method":"GET","path":"/v1/health"}}"#, "i".repeat(201)),

@@ -777,7 +777,14 @@ async fn responses_carry_request_ids_and_bad_frames_keep_their_id() {
         (
             r#"{"type":"request","id":"d","method":"POST","path":"/v1/chat","body":{"requestId":"a","requestId":"b"}}"#.to_owned(),
             json!("d"),
-            "duplicate key `requestId`",
+            "duplicate key `body.requestId`",
+        ),
+        (
+            // Issue 12 trial: a key twice outside `body` (here in a field the frame does not
+            // know) was taken, last value winning.
+            r#"{"type":"request","id":"x","method":"GET","path":"/v1/health","extra":{"a":1,"a":2}}"#.to_owned(),
+            json!("x"),
+            "duplicate key `extra.a`",
         ),
         (
             format!(r#"{{"type":"request","id":"{}","method":"GET","path":"/v1/health"}}"#, "i".repeat(201)),

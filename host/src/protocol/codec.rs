@@ -151,8 +151,12 @@ fn parse_frame(body: &[u8]) -> Result<Frame, FrameError> {
 }
 
 /// Parses a frame's JSON text; on failure, serde_json's category and a shortened message.
+/// A key twice in any object of the frame is refused ([`super::json::parse_strict`]), not
+/// collapsed to its last value: one rule with `/v1/ws` and HTTP bodies.
 fn parse_frame_text(text: &str) -> Result<Frame, (Category, String)> {
-    serde_json::from_str::<Frame>(text).map_err(|e| (e.classify(), shorten(e.to_string())))
+    let value = super::json::parse_strict(text.as_bytes())
+        .map_err(|e| (e.classify(), shorten(e.to_string())))?;
+    serde_json::from_value::<Frame>(value).map_err(|e| (e.classify(), shorten(e.to_string())))
 }
 
 /// `message` cut to [`MAX_ERROR_MESSAGE_CHARS`] characters, with `…` when cut.

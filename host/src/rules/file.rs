@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use globset::GlobSetBuilder;
 use regex::Regex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -13,7 +12,7 @@ use toml::Spanned;
 
 use super::error::{LineIndex, RuleError};
 use super::language::Language;
-use super::rule::{Examples, PathGlobs, Regexes, Rule, build_glob, build_regex};
+use super::rule::{Examples, PathGlobs, Regexes, Rule, build_glob, build_regex, compile_glob_sets};
 use crate::protocol::finding::{Confidence, Severity};
 
 /// Largest rule file accepted, in bytes.
@@ -493,8 +492,6 @@ fn compile_globs(
     if let Some(compiled) = cache.get(&texts) {
         return Ok(compiled.clone());
     }
-    let mut full = GlobSetBuilder::new();
-    let mut base = GlobSetBuilder::new();
     for glob in globs {
         let text = glob.as_ref();
         let fail = |message: String| {
@@ -514,15 +511,10 @@ fn compile_globs(
         if checks == Checks::Deferred {
             continue;
         }
-        let compiled = build_glob(text).map_err(|err| fail(err.kind().to_string()))?;
-        if text.contains('/') {
-            full.add(compiled);
-        } else {
-            base.add(compiled);
-        }
+        build_glob(text).map_err(|err| fail(err.kind().to_string()))?;
     }
-    let build = |builder: GlobSetBuilder| {
-        builder.build().map_err(|err| {
+    let compile = || {
+        compile_glob_sets(&texts).map_err(|message| {
             let (line, column) = globs.first().map_or((1, 1), |g| src.pos(&g.span()));
             RuleError::Glob {
                 origin: src.origin.to_owned(),
@@ -530,12 +522,15 @@ fn compile_globs(
                 glob: String::new(),
                 line,
                 column,
-                message: err.to_string(),
+                message,
             }
         })
     };
     let compiled = match checks {
-        Checks::All => PathGlobs::compiled(texts.clone(), build(full)?, build(base)?),
+        Checks::All => {
+            let (full, base) = compile()?;
+            PathGlobs::compiled(texts.clone(), full, base)
+        }
         Checks::Deferred => PathGlobs::deferred(texts.clone()),
     };
     cache.insert(texts, compiled.clone());

@@ -3,7 +3,9 @@
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder};
+
+use crate::globs::GlobList;
 use regex::{Regex, RegexBuilder};
 
 use super::file::REGEX_SIZE_LIMIT;
@@ -60,13 +62,15 @@ pub struct Examples {
 pub(super) struct PathGlobs {
     pub(super) globs: Vec<String>,
     // Invariant: once set, `(full, base)` are `globs` compiled by `compile_glob_sets`; they
-    // compile (at load, or by the test suite for the built-in rules).
-    sets: Arc<OnceLock<(GlobSet, GlobSet)>>,
+    // compile (at load, or by the test suite for the built-in rules). A `GlobList` compiles in
+    // time linear in the globs' length (globset's own set does not: a long literal prefix
+    // costs its square, and a repository's rule file at base is someone else's input).
+    sets: Arc<OnceLock<(GlobList, GlobList)>>,
 }
 
 impl PathGlobs {
     /// Globs compiled already (rule files).
-    pub(super) fn compiled(globs: Vec<String>, full: GlobSet, base: GlobSet) -> PathGlobs {
+    pub(super) fn compiled(globs: Vec<String>, full: GlobList, base: GlobList) -> PathGlobs {
         PathGlobs {
             globs,
             sets: Arc::new(OnceLock::from((full, base))),
@@ -107,18 +111,22 @@ pub(super) fn build_glob(glob: &str) -> Result<Glob, globset::Error> {
 
 /// Compiles globs into the sets matched against the whole path (globs with a `/`) and against
 /// the file name (the others).
-fn compile_glob_sets(globs: &[String]) -> Result<(GlobSet, GlobSet), globset::Error> {
-    let mut full = GlobSetBuilder::new();
-    let mut base = GlobSetBuilder::new();
+///
+/// # Errors
+/// A glob that does not parse, or sets over the regex size limit ([`GlobList::new`]), as text.
+pub(super) fn compile_glob_sets(globs: &[String]) -> Result<(GlobList, GlobList), String> {
+    let mut full = Vec::new();
+    let mut base = Vec::new();
     for glob in globs {
-        let compiled = build_glob(glob)?;
+        let compiled = build_glob(glob).map_err(|e| e.kind().to_string())?;
         if glob.contains('/') {
-            full.add(compiled);
+            full.push(compiled);
         } else {
-            base.add(compiled);
+            base.push(compiled);
         }
     }
-    Ok((full.build()?, base.build()?))
+    let list = |globs: &[Glob]| GlobList::new(globs).map_err(|e| e.to_string());
+    Ok((list(&full)?, list(&base)?))
 }
 
 /// A rule's `pattern` and `not` regexes and its prefilter literals: compiled at load for rule

@@ -438,26 +438,35 @@ const FRAMES_REMEDIATION: &str = "Send `hello`, `request` or `cancel` frames, e.
 pub fn parse_frame(text: &str) -> Result<Frame, (Option<FrameId>, GatewayError)> {
     let invalid =
         |message: String| GatewayError::new(codes::REQUEST_INVALID, message, FRAMES_REMEDIATION);
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| (None, invalid(format!("the message is not JSON: {e}"))))?;
+    // One rule for every key of the frame, not only its `body`: a key twice in one object is
+    // refused (protocol::json), not collapsed to its last value.
+    let value = crate::protocol::json::parse_strict(text.as_bytes()).map_err(|e| {
+        if e.classify() == serde_json::error::Category::Data {
+            let message: String = e.to_string().chars().take(240).collect();
+            (
+                readable_id(text),
+                invalid(format!("the frame is not valid: {message}")),
+            )
+        } else {
+            (None, invalid(format!("the message is not JSON: {e}")))
+        }
+    })?;
     let Some(object) = value.as_object() else {
         return Err((None, invalid("a frame must be a JSON object".into())));
     };
     let id = || readable_id(text);
     let kind = match object.get("type") {
-        Some(serde_json::Value::String(kind)) => kind.as_str(),
+        Some(serde_json::Value::String(kind)) => kind.clone(),
         _ => return Err((id(), invalid("the frame has no string `type`".into()))),
     };
     const KNOWN: [&str; 8] = [
         "hello", "request", "response", "event", "end", "cancel", "error", "chunk",
     ];
-    if !KNOWN.contains(&kind) {
+    if !KNOWN.contains(&kind.as_str()) {
         let shown: String = kind.chars().take(40).collect();
         return Err((id(), invalid(format!("unknown frame type `{shown}`"))));
     }
-    // Parsed from the text, not from `value`: a key twice in one object (in the frame or its
-    // `body`) is refused, not collapsed to its last value.
-    serde_json::from_str::<Frame>(text).map_err(|e| {
+    serde_json::from_value::<Frame>(value).map_err(|e| {
         let message = e.to_string();
         let message: String = message.chars().take(240).collect();
         (
@@ -528,7 +537,7 @@ mod tests {
             (
                 r#"{"type":"request","id":"m","method":"POST","path":"/v1/chat","body":{"a":{"b":1,"b":2}}}"#,
                 Some(FrameId::Text("m".into())),
-                "duplicate key `a.b`",
+                "duplicate key `body.a.b`",
             ),
             (long.as_str(), None, "longer than 200 characters"),
         ];
