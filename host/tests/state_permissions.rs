@@ -228,3 +228,45 @@ fn a_world_readable_store_is_repaired_and_reported() {
     std::fs::remove_file(state.join("symbols.redb")).expect("remove");
     assert_private(&state, &["gateway.redb", "token"], "repaired by serve");
 }
+
+/// The issue-12 trial: a native-host log and logs directory that others could read were made
+/// private silently (the warning was logged before the log existed), and the directory stayed
+/// 0777. Both are repaired and the repair is said, on stderr and in the log.
+#[test]
+fn a_world_readable_log_is_repaired_and_reported() {
+    usual_umask();
+    let home = tempfile::tempdir().expect("temp dir");
+    let run_host = || {
+        gateway(home.path())
+            .args([
+                "native-host",
+                "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("native-host runs")
+    };
+    run_host();
+    let logs = home.path().join("state/logs");
+    let log = logs.join("native-host.log");
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = run_host();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Paths are logged with the home shortened (`~/state/logs`).
+    for (shown, old) in [("state/logs/native-host.log ", "0644"), ("state/logs ", "0777")] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(shown) && l.contains(old) && l.contains("made it private")),
+            "the repair of {shown}({old}) is not reported:\n{stderr}"
+        );
+    }
+    let written = std::fs::read_to_string(&log).expect("log");
+    assert!(written.contains("made it private"), "{written}");
+    assert_private(
+        &home.path().join("state"),
+        &["logs/native-host.log"],
+        "repaired by native-host",
+    );
+}

@@ -118,8 +118,20 @@ fn init_logging(paths: Option<&Paths>) {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    // What was made private before the log existed is logged once it does (issue 12 §3: the
+    // repair of a log file others could read must not be silent).
+    let mut repaired: Vec<(std::path::PathBuf, u32)> = Vec::new();
     let file = paths.and_then(|paths| {
-        let path = paths.log_dir().join("native-host.log");
+        let dir = paths.log_dir();
+        let path = dir.join("native-host.log");
+        if let Ok(Some(old)) = review_agent_gateway::security::fs::ensure_private_dir(&dir) {
+            repaired.push((dir.clone(), old));
+        }
+        if path.exists() {
+            if let Ok(Some(old)) = review_agent_gateway::security::fs::ensure_private_file(&path) {
+                repaired.push((path.clone(), old));
+            }
+        }
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
             let _ = std::fs::rename(&path, path.with_extension("log.1"));
         }
@@ -141,4 +153,12 @@ fn init_logging(paths: Option<&Paths>) {
         .with(stderr_layer)
         .with(file_layer)
         .try_init();
+    for (path, old) in repaired {
+        let what = if path.is_dir() { "log directory" } else { "log" };
+        tracing::warn!(
+            path = %path.display(),
+            old_mode = format_args!("{old:04o}"),
+            "the {what} was readable by other users; made it private"
+        );
+    }
 }

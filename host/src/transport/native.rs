@@ -602,13 +602,14 @@ fn refusal(port: u16, response: tungstenite::http::Response<Option<Vec<u8>>>) ->
 }
 
 /// Opens `path` for appending, creating it with mode 0600 (and its missing directories with
-/// 0700) on Unix; an existing file that others may read is made 0600 (with a warning).
+/// 0700) on Unix; an existing file, or its directory, that others may read is made private
+/// (0600, 0700) with a warning in the log ([`crate::security::fs`]).
 ///
 /// # Errors
 /// The I/O error of creating the directory or opening the file.
 pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Some(dir) = path.parent() {
-        crate::security::fs::create_private_dir(dir)?;
+        crate::security::fs::ensure_private_dir(dir)?;
     }
     crate::security::fs::ensure_private_file(path)?;
     let mut options = std::fs::OpenOptions::new();
