@@ -786,6 +786,18 @@ fn quoted_list(entries: &[String]) -> String {
         .join(", ")
 }
 
+/// The most rules a repository's own `.review-agent/rules/*.toml` may hold together: one rule
+/// set's limit ([`crate::rules::MAX_RULES_PER_SET`]), since every review compiles them.
+pub const MAX_REPOSITORY_RULES: usize = crate::rules::MAX_RULES_PER_SET;
+
+/// What to do when the repository's own rule files hold more than [`MAX_REPOSITORY_RULES`].
+const TOO_MANY_REPOSITORY_RULES: Hint = Hint {
+    command_line: "Keep the repository's own rules (on the target branch) under 1000 in all, or \
+         review without them: --no-repository-rules.",
+    request: "Keep the repository's own rules (on the target branch) under 1000 in all: merge \
+         rule files and drop unused rules.",
+};
+
 /// Every rule set a review of `options` runs with: [`load_catalog`] plus, unless
 /// `options.repository_rules` is off, the repository's `.review-agent/rules/*.toml` read at
 /// `merge_base` (so a merge request cannot change the rules it is reviewed with). Returns the
@@ -801,6 +813,11 @@ pub fn review_catalog(
 ) -> Result<(Catalog, Vec<CatalogWarning>), GatewayError> {
     let (mut catalog, warnings) = load_catalog(&options.rule_dirs, options.surface)?;
     if options.repository_rules {
+        // The repository's rule files are its committers' input, compiled by every review
+        // (the issue-12 trial: 20 files of 1,000 heavy regexes took 86 CPU-seconds and 6.9 GB):
+        // all of them together get one rule set's budget, counted before anything compiles.
+        let mut budget = MAX_REPOSITORY_RULES;
+        let mut texts = Vec::new();
         for (name, id) in repo.list_files_at(merge_base, REPOSITORY_RULES_DIR)? {
             if !name.ends_with(".toml") {
                 continue;
@@ -817,6 +834,20 @@ pub fn review_catalog(
                     "Save the rule file as UTF-8.",
                 )
             })?;
+            let count = Catalog::count_rules(&origin, &text)?;
+            budget = budget.checked_sub(count).ok_or_else(|| {
+                GatewayError::new(
+                    codes::RULES_INVALID,
+                    format!(
+                        "the repository's {REPOSITORY_RULES_DIR}/ holds more than \
+                         {MAX_REPOSITORY_RULES} rules in all (at {origin})"
+                    ),
+                    TOO_MANY_REPOSITORY_RULES.to(options.surface),
+                )
+            })?;
+            texts.push((origin, text));
+        }
+        for (origin, text) in texts {
             catalog.add_source(&origin, &text)?;
         }
     }

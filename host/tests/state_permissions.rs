@@ -254,7 +254,10 @@ fn a_world_readable_log_is_repaired_and_reported() {
     let out = run_host();
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Paths are logged with the home shortened (`~/state/logs`).
-    for (shown, old) in [("state/logs/native-host.log ", "0644"), ("state/logs ", "0777")] {
+    for (shown, old) in [
+        ("state/logs/native-host.log ", "0644"),
+        ("state/logs ", "0777"),
+    ] {
         assert!(
             stderr
                 .lines()

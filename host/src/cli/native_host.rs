@@ -154,7 +154,11 @@ fn init_logging(paths: Option<&Paths>) {
         .with(file_layer)
         .try_init();
     for (path, old) in repaired {
-        let what = if path.is_dir() { "log directory" } else { "log" };
+        let what = if path.is_dir() {
+            "log directory"
+        } else {
+            "log"
+        };
         tracing::warn!(
             path = %path.display(),
             old_mode = format_args!("{old:04o}"),

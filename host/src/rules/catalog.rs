@@ -165,6 +165,15 @@ impl Catalog {
         Ok(())
     }
 
+    /// How many rules the rule file `text` holds, read without compiling its regexes or globs
+    /// (so a caller can budget someone else's rule files before paying for them).
+    ///
+    /// # Errors
+    /// As [`Catalog::add_source`], for what can be checked without compiling.
+    pub fn count_rules(origin: &str, text: &str) -> Result<usize, RuleError> {
+        Ok(parse_rule_set(origin, text, Checks::Deferred)?.rules.len())
+    }
+
     /// Adds a compiled rule set, replacing (in place) the one with the same id; returns the
     /// replaced set.
     pub fn insert(&mut self, set: RuleSet) -> Option<RuleSet> {

@@ -344,3 +344,87 @@ fn events_never_name_local_paths_of_rule_files() {
         expected.map(|(id, origin)| (id.to_owned(), origin.to_owned()))
     );
 }
+
+/// `n` rules in one rule set flagging `MARK<i>` in Python files.
+fn many_rules(id: &str, n: usize) -> String {
+    let mut text = format!("id = \"{id}\"\nversion = \"1\"\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "\n[[rules]]\nid = \"{id}.r{i}\"\ntitle = \"t\"\ncategory = \"test\"\n\
+             severity = \"low\"\nconfidence = \"high\"\nlanguages = [\"python\"]\n\
+             pattern = '''\\bMARK{i}\\b'''\nmessage = \"m\"\n"
+        ));
+    }
+    text
+}
+
+/// The issue-12 trial: a repository whose target branch carried 20 rule files of 1,000 heavy
+/// rules each cost every review 86 CPU-seconds and 6.9 GB. A repository's own rule files get
+/// one rule set's budget (1,000 rules) in all, counted before anything is compiled: over it
+/// the review fails with `rules.invalid` saying so, and `--no-repository-rules` still reviews.
+#[test]
+fn repository_rules_over_one_budget_are_refused_before_they_compile() {
+    let mut repo = TestRepo::new();
+    repo.write("app/main.py", "import logging\n");
+    repo.write(".review-agent/rules/a.toml", many_rules("a", 600));
+    repo.write(".review-agent/rules/b.toml", many_rules("b", 600));
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write("app/main.py", APP);
+    repo.commit("head");
+
+    let run = review(&repo, &[]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("rules.invalid") && run.stderr.contains("more than 1000 rules"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr.contains("--no-repository-rules"),
+        "{}",
+        run.describe()
+    );
+    let run = review(&repo, &["--no-repository-rules"]);
+    check(&run, &[EVAL], "security-default@1.0.0");
+}
+
+/// The issue-12 trial's other shape: a repository rule whose `paths` glob is a 30 KB literal
+/// (globset compiled it in time quadratic in its length) loads in linear time and matches as a
+/// glob should.
+#[test]
+fn a_long_path_glob_in_a_repository_rule_compiles_in_linear_time() {
+    let long = "a".repeat(30 * 1024);
+    let rules = format!(
+        "id = \"repo-rules\"\nversion = \"1.0.0\"\n\n[[rules]]\nid = \"repo.marker\"\n\
+         title = \"t\"\ncategory = \"test\"\nseverity = \"high\"\nconfidence = \"high\"\n\
+         languages = [\"python\"]\npaths = [\"{long}/**\", \"{long}\", \"app/**\"]\n\
+         pattern = '''\\bREPO_MARKER\\b'''\nmessage = \"m\"\n"
+    );
+    let repo = fixture(false, |r| {
+        r.write(".review-agent/rules/team.toml", &rules);
+    });
+    // The rule file is added by the merge request: not used (rules are read at the base).
+    let run = review(&repo, &[]);
+    check(&run, &[EVAL], "security-default@1.0.0");
+    let mut repo = TestRepo::new();
+    repo.write("app/main.py", "import logging\n");
+    repo.write(".review-agent/rules/team.toml", &rules);
+    repo.commit("base");
+    repo.checkout(&["-b", "feature"]);
+    repo.write("app/main.py", APP);
+    repo.commit("head");
+    let started = std::time::Instant::now();
+    let run = review(&repo, &[]);
+    check(
+        &run,
+        &[REPO, EVAL],
+        "repo-rules@1.0.0+security-default@1.0.0",
+    );
+    // Quadratic, 30 KB took minutes in a debug build; linear, it is milliseconds.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
