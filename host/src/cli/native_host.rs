@@ -127,10 +127,10 @@ fn init_logging(paths: Option<&Paths>) {
         if let Ok(Some(old)) = review_agent_gateway::security::fs::ensure_private_dir(&dir) {
             repaired.push((dir.clone(), old));
         }
-        if path.exists() {
-            if let Ok(Some(old)) = review_agent_gateway::security::fs::ensure_private_file(&path) {
-                repaired.push((path.clone(), old));
-            }
+        if path.exists()
+            && let Ok(Some(old)) = review_agent_gateway::security::fs::ensure_private_file(&path)
+        {
+            repaired.push((path.clone(), old));
         }
         if std::fs::metadata(&path).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
             let _ = std::fs::rename(&path, path.with_extension("log.1"));
