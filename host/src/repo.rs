@@ -270,9 +270,18 @@ impl Repository {
             if self.repo.is_shallow().unwrap_or(false) {
                 RepoError::NotInShallowClone { spec: spec.into() }
             } else {
+                // gix says "couldn't parse revision, input=…" for a name that is not there;
+                // said as git would (the issue-12 trial), other causes (an ambiguous short id)
+                // as gix words them.
+                let message = e.to_string();
+                let message = if message.starts_with("couldn't parse revision") {
+                    "unknown revision: no branch, tag or commit of that name".to_owned()
+                } else {
+                    message
+                };
                 RepoError::RevisionMissing {
                     spec: spec.into(),
-                    message: e.to_string(),
+                    message,
                 }
             }
         };

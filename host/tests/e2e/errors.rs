@@ -95,6 +95,8 @@ fn unknown_revisions() {
     for args in cases {
         let stderr = fails(&repo, repo.path(), args, "repository.revision_missing");
         assert!(stderr.contains("git fetch"), "{args:?}: {stderr}");
+        // Said in git's terms, not gix's ("couldn't parse revision, input=…"; issue 12 §5).
+        assert!(!stderr.contains("couldn't parse"), "{args:?}: {stderr}");
     }
 }
 
