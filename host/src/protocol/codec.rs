@@ -154,9 +154,11 @@ fn parse_frame(body: &[u8]) -> Result<Frame, FrameError> {
 /// A key twice in any object of the frame is refused ([`super::json::parse_strict`]), not
 /// collapsed to its last value: one rule with `/v1/ws` and HTTP bodies.
 fn parse_frame_text(text: &str) -> Result<Frame, (Category, String)> {
-    let value = super::json::parse_strict(text.as_bytes())
+    // Keys checked from the frame's root (`body.messages`, as `/v1/ws` names them), then typed
+    // from the text, so every message keeps its line and column.
+    super::json::parse_strict(text.as_bytes())
         .map_err(|e| (e.classify(), shorten(e.to_string())))?;
-    serde_json::from_value::<Frame>(value).map_err(|e| (e.classify(), shorten(e.to_string())))
+    serde_json::from_str::<Frame>(text).map_err(|e| (e.classify(), shorten(e.to_string())))
 }
 
 /// `message` cut to [`MAX_ERROR_MESSAGE_CHARS`] characters, with `…` when cut.

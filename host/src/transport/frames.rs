@@ -466,7 +466,7 @@ pub fn parse_frame(text: &str) -> Result<Frame, (Option<FrameId>, GatewayError)>
         let shown: String = kind.chars().take(40).collect();
         return Err((id(), invalid(format!("unknown frame type `{shown}`"))));
     }
-    serde_json::from_value::<Frame>(value).map_err(|e| {
+    serde_json::from_str::<Frame>(text).map_err(|e| {
         let message = e.to_string();
         let message: String = message.chars().take(240).collect();
         (
