@@ -792,9 +792,9 @@ pub const MAX_REPOSITORY_RULES: usize = crate::rules::MAX_RULES_PER_SET;
 
 /// What to do when the repository's own rule files hold more than [`MAX_REPOSITORY_RULES`].
 const TOO_MANY_REPOSITORY_RULES: Hint = Hint {
-    command_line: "Keep the repository's own rules (on the target branch) under 1000 in all, or \
+    command_line: "Keep the repository's own rules (on the target branch) to 1000 at most, or \
          review without them: --no-repository-rules.",
-    request: "Keep the repository's own rules (on the target branch) under 1000 in all: merge \
+    request: "Keep the repository's own rules (on the target branch) to 1000 at most: merge \
          rule files and drop unused rules.",
 };
 
