@@ -27,19 +27,8 @@ const PROJECT: &str = "group/project";
 
 impl Daemon {
     fn start() -> Daemon {
-        let repo = tempfile::tempdir().expect("temp dir");
-        git(repo.path(), &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.path().join("app.py"), "import os\n").expect("write");
-        git(repo.path(), &["add", "-A"]);
-        git(repo.path(), &["commit", "-q", "-m", "base"]);
-        let base = git(repo.path(), &["rev-parse", "HEAD"]);
-        std::fs::write(
-            repo.path().join("app.py"),
-            "import os\na = eval(x)\nb = eval(y)\n",
-        )
-        .expect("write");
-        git(repo.path(), &["commit", "-q", "-am", "head"]);
-        let head = git(repo.path(), &["rev-parse", "HEAD"]);
+        let (repo, base, head) =
+            common::app_repository("import os\n", "import os\na = eval(x)\nb = eval(y)\n");
 
         let home = tempfile::tempdir().expect("temp dir");
         let config_dir = home.path().join("config");

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Output};
 
-use common::{bin, git, read_port, token};
+use common::{bin, read_port, token};
 use serde_json::{Value, json};
 
 const ORIGIN: &str = "https://gitlab.example.com";
@@ -57,19 +57,10 @@ impl Fixture {
     /// gateway home whose config maps it and names `team-rules` (relative) in `rules_dirs`,
     /// with `extra` appended to the config.
     fn new(extra: &str) -> Fixture {
-        let repo = tempfile::tempdir().expect("temp dir");
-        git(repo.path(), &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.path().join("app.py"), "import os\n").expect("write");
-        git(repo.path(), &["add", "-A"]);
-        git(repo.path(), &["commit", "-q", "-m", "base"]);
-        let base = git(repo.path(), &["rev-parse", "HEAD"]);
-        std::fs::write(
-            repo.path().join("app.py"),
+        let (repo, base, head) = common::app_repository(
+            "import os\n",
             "import os\nvalue = eval(expr)\nprint(value)\nprint(os.name)\n# TODO: logging\n",
-        )
-        .expect("write");
-        git(repo.path(), &["commit", "-q", "-am", "head"]);
-        let head = git(repo.path(), &["rev-parse", "HEAD"]);
+        );
 
         let home = tempfile::tempdir().expect("temp dir");
         let config_dir = home.path().join("config");

@@ -19,7 +19,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::http::{self, SseStream};
-use common::{git, read_port, token};
+use common::{read_port, token};
 use serde_json::{Value, json};
 
 const ORIGIN: &str = "https://gitlab.example.com";
@@ -87,17 +87,8 @@ impl Daemon {
 
 /// A repository whose head adds `n` lines the built-in rules flag.
 fn repository(n: usize) -> (tempfile::TempDir, String, String) {
-    let repo = tempfile::tempdir().expect("temp dir");
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.path().join("app.py"), "import os\n").expect("write");
-    git(repo.path(), &["add", "-A"]);
-    git(repo.path(), &["commit", "-q", "-m", "base"]);
-    let base = git(repo.path(), &["rev-parse", "HEAD"]);
     let lines: String = (0..n).map(|i| format!("v{i} = eval(x{i})\n")).collect();
-    std::fs::write(repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
-    git(repo.path(), &["commit", "-q", "-am", "head"]);
-    let head = git(repo.path(), &["rev-parse", "HEAD"]);
-    (repo, base, head)
+    common::app_repository("import os\n", &format!("import os\n{lines}"))
 }
 
 fn review_body(request_id: &str, base: &str, head: &str) -> Value {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{bin, git, read_port, token};
+use common::{bin, read_port, token};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -34,16 +34,9 @@ struct Daemon {
 impl Daemon {
     /// `env`: extra environment, e.g. the finding delay that keeps reviews running a while.
     fn start(env: &[(&str, &str)]) -> Daemon {
-        let repo = tempfile::tempdir().expect("temp dir");
-        git(repo.path(), &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.path().join("app.py"), "import os\n").expect("write");
-        git(repo.path(), &["add", "-A"]);
-        git(repo.path(), &["commit", "-q", "-m", "base"]);
-        let base = git(repo.path(), &["rev-parse", "HEAD"]);
         let lines: String = (0..5).map(|i| format!("v{i} = eval(x{i})\n")).collect();
-        std::fs::write(repo.path().join("app.py"), format!("import os\n{lines}")).expect("write");
-        git(repo.path(), &["commit", "-q", "-am", "five findings"]);
-        let head = git(repo.path(), &["rev-parse", "HEAD"]);
+        let (repo, base, head) =
+            common::app_repository("import os\n", &format!("import os\n{lines}"));
 
         let home = tempfile::tempdir().expect("temp dir");
         let config_dir = home.path().join("config");

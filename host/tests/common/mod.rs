@@ -13,6 +13,21 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_review-agent-gateway")
 }
 
+/// A repository on branch `main` whose first commit has `app.py` holding `base` and whose
+/// second commit changes it to `head`; returns the directory and the two commit ids.
+pub fn app_repository(base: &str, head: &str) -> (tempfile::TempDir, String, String) {
+    let repo = tempfile::tempdir().expect("temp dir");
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.path().join("app.py"), base).expect("write");
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "base"]);
+    let base = git(repo.path(), &["rev-parse", "HEAD"]);
+    std::fs::write(repo.path().join("app.py"), head).expect("write");
+    git(repo.path(), &["commit", "-q", "-am", "head"]);
+    let head = git(repo.path(), &["rev-parse", "HEAD"]);
+    (repo, base, head)
+}
+
 /// Run `git` in `dir` with a fixed identity and no system or user config; panics on failure;
 /// returns trimmed stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
