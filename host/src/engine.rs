@@ -1592,8 +1592,7 @@ fn invalid(message: String) -> GatewayError {
     GatewayError::new(
         codes::REQUEST_INVALID,
         message,
-        "Fix the request body; the README shows one for each route (sections \"The daemon\" \
-         and \"Model providers\").",
+        crate::protocol::json::BODY_REMEDIATION,
     )
 }
 

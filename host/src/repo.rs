@@ -83,10 +83,10 @@ impl From<RepoError> for GatewayError {
             RepoError::RevisionMissing { .. } => GatewayError::new(
                 codes::REPOSITORY_REVISION_MISSING,
                 message,
-                "Run `git fetch` in the local repository (the commit may not have been fetched yet; \
-                 in a shallow clone, `git fetch --unshallow`, or in CI a full-depth checkout such as \
-                 `fetch-depth: 0` / `GIT_DEPTH: 0`), then retry; check the spelling of branch and \
-                 tag names.",
+                "Check the spelling of branch and tag names; if it is right, run `git fetch` in the \
+                 local repository (the commit may not have been fetched yet; in a shallow clone, \
+                 `git fetch --unshallow`, or in CI a full-depth checkout such as \
+                 `fetch-depth: 0` / `GIT_DEPTH: 0`), then retry.",
             ),
             RepoError::NotInShallowClone { .. } => GatewayError::new(
                 codes::REPOSITORY_REVISION_MISSING,

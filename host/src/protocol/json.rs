@@ -27,7 +27,7 @@ use crate::error::{GatewayError, codes};
 /// The remediation of a body that is not valid JSON or not the route's request type: where the
 /// user finds an example of each body.
 pub const BODY_REMEDIATION: &str = "Fix the request body; the README shows one for each route \
-     (sections \"The daemon\" and \"Model providers\").";
+     (sections \"The daemon\", \"Repository tools\" and \"Model providers\").";
 
 /// Parses `text` as one JSON value, refusing duplicate object keys (see the module docs).
 ///
