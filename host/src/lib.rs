@@ -15,6 +15,7 @@ pub mod repo;
 pub mod report;
 pub mod review;
 pub mod rules;
+pub mod sandbox;
 pub mod security;
 pub mod store;
 pub mod tools;
