@@ -64,7 +64,7 @@ pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
     Config, Limits, LoadedConfig, Mapping, NativeMessagingConfig, ProviderConfig, ProviderKind,
-    RunCheckCommand, RunCheckConfig, ToolsConfig,
+    RunCheckCommand, RunCheckConfig, SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

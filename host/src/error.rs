@@ -101,6 +101,16 @@ pub mod codes {
     pub const TOOL_COMMAND_NOT_ALLOWED: &str = "tool.command_not_allowed";
     /// An allowed command could not be started (program not found, limits not settable).
     pub const TOOL_COMMAND_FAILED: &str = "tool.command_failed";
+    /// The kernel cannot confine commands here (no Landlock, or one too old) and the config
+    /// does not opt into `[sandbox] mode = "unconfined"` (DESIGN §13).
+    pub const SANDBOX_UNAVAILABLE: &str = "sandbox.unavailable";
+    /// The sandbox could not be set up for a command (the helper failed before it started).
+    pub const SANDBOX_FAILED: &str = "sandbox.failed";
+    /// The sandbox does not let the program run (it lies outside every readable location).
+    pub const SANDBOX_DENIED: &str = "sandbox.denied";
+    /// A path the configuration makes writable resolves outside the repository, to its root or
+    /// into `.git` (DESIGN §13).
+    pub const SANDBOX_PATH_INVALID: &str = "sandbox.path_invalid";
     /// The byte stream ended in the middle of a native-messaging frame (a length prefix or a body
     /// shorter than declared).
     pub const FRAME_TRUNCATED: &str = "frame.truncated";

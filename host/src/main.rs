@@ -325,6 +325,19 @@ enum ColorArg {
 }
 
 fn main() -> ExitCode {
+    // The sandbox's helper and probe modes (DESIGN §13): the daemon re-executes this binary to
+    // confine a command before it runs; they are not subcommands a user types, so they are
+    // matched before the command line is parsed (and before anything else starts).
+    #[cfg(target_os = "linux")]
+    {
+        use review_agent_gateway::sandbox::linux;
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        match args.first().and_then(|a| a.to_str()) {
+            Some(linux::HELPER_ARG) => return linux::helper_main(&args[1..]),
+            Some(linux::PROBE_ARG) => return linux::probe_main(),
+            _ => {}
+        }
+    }
     // On Windows the host manifest names this binary, which the browser starts with its own
     // argv (an origin, or a manifest path and an add-on id): run `native-host` then
     // (installer::launcher). Elsewhere a launcher script passes `native-host` itself.
@@ -387,7 +400,7 @@ fn tool_command(args: ToolArgs) -> ExitCode {
         if tool.name() == "run_check" {
             let loaded = review_agent_gateway::config::Config::load(args.config.as_deref())?;
             let paths = review_agent_gateway::config::Paths::discover()?;
-            ctx = ctx.with_run_check(loaded.config().tools.run_check.clone(), paths.state_dir());
+            ctx = ctx.with_run_check(loaded.config(), &paths);
         }
         Ok(tool.execute(&ctx, input)?.value)
     };

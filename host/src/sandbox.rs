@@ -3,14 +3,61 @@
 //! server — confined by the kernel.
 //!
 //! A [`Policy`] says what the command may touch; it is plain data, rendered for each kernel:
-//! Landlock and seccomp on Linux (applied by a re-executed helper mode of our own binary), a
-//! Seatbelt profile on macOS ([`seatbelt::render`]).
+//! Landlock and seccomp on Linux, applied by a re-executed helper mode of our own binary
+//! ([`linux`]), and a Seatbelt profile on macOS ([`seatbelt::render`]). [`Sandbox::run`] starts
+//! a command under a policy and supervises it: wall-clock timeout, cancel, output caps, and no
+//! process outliving the call.
+//!
+//! # What a confined command may do (Linux, Landlock ABI 3 or later)
+//!
+//! Built by [`Places::policy`]:
+//!
+//! - **Read and execute** ([`Policy::read`]): the system's toolchain locations ([`SYSTEM_READ`]:
+//!   `/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/nix/store`), a short list of files under `/etc`
+//!   ([`ETC_READ`]: the dynamic loader's cache, time zone, name service switch, TLS
+//!   certificates, `alternatives`, Python's site config — not `passwd`, `shadow` or anything
+//!   else), `/proc`, the CPU and cgroup files under `/sys` that runtimes read to size their
+//!   thread pools, `/dev/{zero,random,urandom,full}`, the entries of the command's `PATH` (and
+//!   the folder above an entry named `bin`, where a toolchain keeps its libraries — never the
+//!   home directory itself), rustup's home, cargo's `bin`, `registry`, `git` and config files
+//!   (not its `credentials.toml`), what `[sandbox] read` adds, and the directory the command runs
+//!   in (the repository or its scratch checkout), `.git` included.
+//! - **Write** ([`Policy::write`]): the call's own scratch directory (its `HOME` and `TMPDIR`,
+//!   removed after the call), `/dev/null`, and either the whole scratch checkout (a call with a
+//!   commit `ref`) or, in the user's work tree, only the directories the command's entry names
+//!   (`writable = ["target"]`), each resolved to its real path and refused when that leaves the
+//!   work tree or enters `.git`.
+//! - **Nothing else**: not the user's home (`~/.ssh`, `~/.aws`, `~/.config`, browser profiles,
+//!   `~/.npmrc`, cargo's credentials), not `/tmp`, not the gateway's config and state
+//!   directories (its token), not other processes' files. A symlink does not help: the kernel
+//!   checks the file a path resolves to.
+//! - **Network**: none unless the command's entry says `network = true`: Landlock refuses TCP
+//!   `connect` and `bind`, and a seccomp filter refuses creating any socket but a Unix one and
+//!   `connect`, `bind`, `listen`, `accept` on any socket (so no UDP, no Docker or SSH-agent
+//!   socket either); Unix socket pairs keep working.
+//! - **Signals and abstract Unix sockets** only within its own sandbox (Landlock ABI 6, Linux
+//!   6.12; on older kernels a command can still signal the user's other processes).
+//! - **Processes**: none outlives the call (see [`linux`]: the helper is a child subreaper and
+//!   kills everything beneath it), resource limits as configured.
+//!
+//! Where the kernel cannot confine (no Landlock, ABI below 3, not Linux), commands are refused
+//! with `sandbox.unavailable`, naming what is missing, unless the config opts into
+//! `[sandbox] mode = "unconfined"`; `doctor` reports the mode in force ([`Sandbox::status`]).
 
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod seatbelt;
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::{GatewayError, codes};
 
 /// What a confined command may touch. Every path is absolute and canonical (no symlink in it:
 /// the kernel resolves a rule's path once, so a link would widen the rule to wherever it
@@ -25,4 +72,772 @@ pub struct Policy {
     pub write: Vec<PathBuf>,
     /// Whether the command may use the network (sockets other than a Unix socket pair).
     pub network: bool,
+}
+
+/// `[sandbox] mode`: whether commands must be confined by the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Commands run only confined by the kernel (Landlock); refused where it cannot confine.
+    #[default]
+    Landlock,
+    /// Commands run without kernel confinement (the user's explicit choice): environment,
+    /// resource limits, timeout and killing every descendant still apply.
+    Unconfined,
+}
+
+/// What the kernel enforced for a sandboxed process (from the probe mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Confinement {
+    /// The Landlock ABI in force (0: none).
+    pub landlock_abi: u8,
+    /// Whether the rules were enforced.
+    pub enforced: bool,
+    /// Why the kernel cannot confine, when it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Confinement {
+    /// What is missing for the sandbox's policy, `None` when the kernel enforces all of it.
+    pub fn missing(&self) -> Option<String> {
+        if let Some(reason) = &self.reason {
+            return Some(reason.clone());
+        }
+        #[cfg(target_os = "linux")]
+        let min = linux::MIN_ABI as u8;
+        #[cfg(not(target_os = "linux"))]
+        let min = 3u8;
+        if self.landlock_abi < min {
+            return Some(format!(
+                "the kernel's Landlock ABI is {}; the sandbox needs {min} or later (Linux 6.2), \
+                 the first that also controls truncating files",
+                self.landlock_abi
+            ));
+        }
+        if !self.enforced {
+            return Some("the kernel did not enforce the Landlock rules".into());
+        }
+        None
+    }
+}
+
+/// What the helper process is given (JSON, its first argument).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct HelperSpec {
+    pub(crate) policy: Policy,
+    /// Apply Landlock and seccomp (false in the unconfined mode).
+    pub(crate) confine: bool,
+    /// `RLIMIT_CPU` in seconds.
+    pub(crate) cpu_seconds: u64,
+    /// `RLIMIT_AS` in bytes.
+    pub(crate) memory_bytes: u64,
+}
+
+/// The Linux system locations a command may read and execute (those that exist).
+pub const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/nix/store",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/full",
+];
+
+/// The files and folders under `/etc` a command may read: the dynamic loader, time zone, name
+/// service and TLS configuration, Debian's `alternatives` links, Python's and git's system
+/// configuration. Not `passwd`, `group`, `shadow`, `ssh`, or anything else.
+pub const ETC_READ: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.preload",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/alternatives",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/debian_version",
+    "/etc/gitconfig",
+    "/etc/inputrc",
+    "/etc/terminfo",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/python3.12",
+    "/etc/python3.13",
+    "/etc/python3.14",
+];
+
+/// Where a command runs and what it may use: the inputs of [`Places::policy`].
+#[derive(Debug, Clone)]
+pub struct Places<'a> {
+    /// The canonical directory the command runs in (a work tree or a scratch checkout).
+    pub root: &'a Path,
+    /// Whether all of `root` is writable (a scratch checkout) or only `writable` (a work tree).
+    pub root_writable: bool,
+    /// Directories under `root` the command may write (relative paths, from its entry).
+    pub writable: &'a [String],
+    /// The call's scratch directory (its `HOME` and `TMPDIR` live there).
+    pub scratch: &'a Path,
+    /// The program, resolved (readable even when outside the usual locations).
+    pub program: &'a Path,
+    /// The command's environment (its `PATH`, `CARGO_HOME`, `RUSTUP_HOME` are read).
+    pub env: &'a [(String, String)],
+    /// The user's home directory, never readable as a whole.
+    pub home: Option<&'a Path>,
+    /// More read-only paths (`[sandbox] read`).
+    pub extra_read: &'a [PathBuf],
+    /// Directories that must stay unreadable even if another rule would cover them (the
+    /// gateway's config and state dirs): a rule on one of them or on a folder above one is
+    /// dropped.
+    pub private: &'a [PathBuf],
+    /// Whether the network is allowed.
+    pub network: bool,
+}
+
+impl Places<'_> {
+    /// The policy of a command run in these places (see the module docs).
+    ///
+    /// # Errors
+    /// `sandbox.path_invalid` when a `writable` entry is absolute, climbs out with `..`,
+    /// resolves (through a symlink) outside `root`, to `root` itself, or into `.git`.
+    pub fn policy(&self) -> Result<Policy, GatewayError> {
+        let mut read: Vec<PathBuf> = Vec::new();
+        let env = |name: &str| {
+            self.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+        };
+        for path in SYSTEM_READ.iter().chain(ETC_READ) {
+            read.push(PathBuf::from(path));
+        }
+        if let Some(path) = env("PATH") {
+            for entry in std::env::split_paths(&path) {
+                if !entry.is_absolute() {
+                    continue;
+                }
+                read.push(entry.clone());
+                if entry.file_name().is_some_and(|n| n == "bin")
+                    && let Some(parent) = entry.parent()
+                {
+                    read.push(parent.to_owned());
+                }
+            }
+        }
+        let home = self.home;
+        let cargo_home = env("CARGO_HOME").or_else(|| home.map(|h| h.join(".cargo")));
+        if let Some(cargo) = &cargo_home {
+            for part in ["bin", "registry", "git", "config.toml", "config"] {
+                read.push(cargo.join(part));
+            }
+        }
+        if let Some(rustup) = env("RUSTUP_HOME").or_else(|| home.map(|h| h.join(".rustup"))) {
+            read.push(rustup);
+        }
+        read.extend(self.extra_read.iter().cloned());
+        read.push(self.program.to_owned());
+
+        // Real paths only; never the home directory, a folder above it, cargo's home as a
+        // whole, or anything covering the gateway's private dirs.
+        let canonical_home = home.and_then(|h| std::fs::canonicalize(h).ok());
+        let canonical_cargo = cargo_home.and_then(|c| std::fs::canonicalize(c).ok());
+        let private: Vec<PathBuf> = self
+            .private
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        let mut read: Vec<PathBuf> = read
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| {
+                p != Path::new("/")
+                    && !canonical_home.as_ref().is_some_and(|h| h.starts_with(p))
+                    && canonical_cargo.as_ref() != Some(p)
+                    && !private.iter().any(|d| d.starts_with(p))
+            })
+            .collect();
+        read.push(self.root.to_owned());
+
+        let mut write = vec![self.scratch.to_owned(), PathBuf::from("/dev/null")];
+        if self.root_writable {
+            write.push(self.root.to_owned());
+        } else {
+            for entry in self.writable {
+                write.push(self.writable_dir(entry)?);
+            }
+        }
+        read.sort();
+        read.dedup();
+        write.sort();
+        write.dedup();
+        Ok(Policy {
+            read,
+            write,
+            network: self.network,
+        })
+    }
+
+    /// `entry` (from `writable`) resolved under `root`, created when absent.
+    fn writable_dir(&self, entry: &str) -> Result<PathBuf, GatewayError> {
+        let invalid = |why: &str| {
+            GatewayError::new(
+                codes::SANDBOX_PATH_INVALID,
+                format!("the writable directory `{entry}` {why}"),
+                "Name a directory inside the repository, relative to its root, outside `.git` \
+                 (e.g. `target`), in the command's `writable` list; remove a symlink that \
+                 points elsewhere.",
+            )
+        };
+        let relative = Path::new(entry);
+        if entry.is_empty()
+            || relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(invalid("must be a relative path without `.` or `..`"));
+        }
+        let path = self.root.join(relative);
+        if std::fs::symlink_metadata(&path).is_err() {
+            // Created by us, before the command runs, as a plain directory; a symlink in a
+            // parent is caught below.
+            std::fs::create_dir_all(&path)
+                .map_err(|e| invalid(&format!("cannot be created: {e}")))?;
+        }
+        let real = std::fs::canonicalize(&path)
+            .map_err(|e| invalid(&format!("cannot be resolved: {e}")))?;
+        if real == self.root || !real.starts_with(self.root) {
+            return Err(invalid(&format!(
+                "resolves to {}, outside the repository",
+                real.display()
+            )));
+        }
+        if real
+            .strip_prefix(self.root)
+            .ok()
+            .and_then(|r| r.components().next())
+            .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+        {
+            return Err(invalid("is inside `.git`"));
+        }
+        if !real.is_dir() {
+            return Err(invalid("is not a directory"));
+        }
+        Ok(real)
+    }
+}
+
+/// How the gateway runs commands: its own binary as the helper, and the configured mode.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    helper: PathBuf,
+    mode: SandboxMode,
+}
+
+/// The sandbox status `doctor` and each run report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxStatus {
+    /// `landlock` (commands are confined), `unconfined` (the user's choice) or `unavailable`
+    /// (commands are refused).
+    pub mode: &'static str,
+    /// The Landlock ABI in force, when confined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landlock_abi: Option<u8>,
+    /// What the kernel lacks, when it cannot confine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+}
+
+impl Sandbox {
+    /// A sandbox whose helper is `helper` (the gateway's own binary: [`Sandbox::current`]).
+    pub fn new(helper: PathBuf, mode: SandboxMode) -> Sandbox {
+        Sandbox { helper, mode }
+    }
+
+    /// A sandbox whose helper is the running binary (`std::env::current_exe`).
+    pub fn current(mode: SandboxMode) -> Sandbox {
+        let helper = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(crate_binary()));
+        Sandbox { helper, mode }
+    }
+
+    /// What the kernel can enforce, probed once per helper binary (a throw-away process of the
+    /// helper confines itself and says what was enforced).
+    pub fn confinement(&self) -> Confinement {
+        static PROBES: OnceLock<Mutex<Vec<(PathBuf, Confinement)>>> = OnceLock::new();
+        let probes = PROBES.get_or_init(Default::default);
+        let mut probes = probes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = probes.iter().find(|(p, _)| *p == self.helper) {
+            return c.clone();
+        }
+        let confinement = probe(&self.helper);
+        probes.push((self.helper.clone(), confinement.clone()));
+        confinement
+    }
+
+    /// The mode in force: `landlock` with its ABI, `unconfined` by configuration, or
+    /// `unavailable` with what is missing.
+    pub fn status(&self) -> SandboxStatus {
+        let confinement = self.confinement();
+        match (self.mode, confinement.missing()) {
+            (SandboxMode::Unconfined, missing) => SandboxStatus {
+                mode: "unconfined",
+                landlock_abi: None,
+                missing,
+            },
+            (SandboxMode::Landlock, None) => SandboxStatus {
+                mode: "landlock",
+                landlock_abi: Some(confinement.landlock_abi),
+                missing: None,
+            },
+            (SandboxMode::Landlock, Some(missing)) => SandboxStatus {
+                mode: "unavailable",
+                landlock_abi: None,
+                missing: Some(missing),
+            },
+        }
+    }
+
+    /// Run `job` under `policy` (see [`Job`] and [`Outcome`]).
+    ///
+    /// # Errors
+    /// `sandbox.unavailable` when the mode is `landlock` and the kernel cannot confine;
+    /// `sandbox.denied` when the sandbox forbids executing the program; `sandbox.failed` when
+    /// the helper cannot set up the sandbox; `tool.command_failed` when the program cannot be
+    /// started.
+    pub fn run(&self, job: &Job<'_>, policy: &Policy) -> Result<Outcome, GatewayError> {
+        let status = self.status();
+        if status.mode == "unavailable" {
+            return Err(GatewayError::new(
+                codes::SANDBOX_UNAVAILABLE,
+                format!(
+                    "commands are not run: this system cannot confine them ({})",
+                    status.missing.unwrap_or_default()
+                ),
+                "Run the gateway on Linux 6.2 or later with Landlock enabled (`cat \
+                 /sys/kernel/security/lsm` lists it), or accept running commands without \
+                 kernel confinement with `[sandbox] mode = \"unconfined\"` in the config file.",
+            ));
+        }
+        run(&self.helper, self.mode == SandboxMode::Landlock, job, policy)
+    }
+}
+
+fn crate_binary() -> &'static str {
+    "review-agent-gateway"
+}
+
+#[cfg(target_os = "linux")]
+fn probe(helper: &Path) -> Confinement {
+    let unavailable = |reason: String| Confinement {
+        landlock_abi: 0,
+        enforced: false,
+        reason: Some(reason),
+    };
+    match Command::new(helper)
+        .arg(linux::PROBE_ARG)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+    {
+        Ok(output) => serde_json::from_slice::<Confinement>(&output.stdout).unwrap_or_else(|_| {
+            unavailable(format!(
+                "the sandbox helper {} did not answer its probe",
+                helper.display()
+            ))
+        }),
+        Err(e) => unavailable(format!(
+            "the sandbox helper {} cannot run: {e}",
+            helper.display()
+        )),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe(_: &Path) -> Confinement {
+    Confinement {
+        landlock_abi: 0,
+        enforced: false,
+        reason: Some(
+            "this system has no Landlock (the macOS Seatbelt profile is rendered but not yet \
+             used)"
+                .into(),
+        ),
+    }
+}
+
+/// One command to run.
+#[derive(Debug)]
+pub struct Job<'a> {
+    /// The program (resolved) and its arguments (`argv[0]` is the name as given).
+    pub program: &'a Path,
+    /// The arguments after the program.
+    pub args: &'a [String],
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The whole environment of the command.
+    pub env: &'a [(String, String)],
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// `RLIMIT_CPU` per process, seconds.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS` per process, bytes.
+    pub memory_bytes: u64,
+    /// Bytes kept of stdout and of stderr, each.
+    pub max_output: usize,
+    /// Once `true`, the command is killed (`cancelled: true`).
+    pub cancel: Option<&'a AtomicBool>,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Its exit code, `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Killed at the wall-clock limit.
+    pub timed_out: bool,
+    /// Killed by a cancel.
+    pub cancelled: bool,
+    /// From start to end.
+    pub duration: Duration,
+    /// The kept start of stdout.
+    pub stdout: Vec<u8>,
+    /// The kept start of stderr.
+    pub stderr: Vec<u8>,
+    /// Everything written to stdout, in bytes.
+    pub stdout_bytes: u64,
+    /// Everything written to stderr, in bytes.
+    pub stderr_bytes: u64,
+    /// Whether either stream was cut, or not read to its end.
+    pub truncated: bool,
+}
+
+/// How long to wait, after the control pipe closed, for the helper to kill everything and exit
+/// before it is killed itself; and for stdout and stderr to close after that.
+const GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+#[cfg(target_os = "linux")]
+fn run(helper: &Path, confine: bool, job: &Job<'_>, policy: &Policy) -> Result<Outcome, GatewayError> {
+    let spec = HelperSpec {
+        policy: policy.clone(),
+        confine,
+        cpu_seconds: job.cpu_seconds,
+        memory_bytes: job.memory_bytes,
+    };
+    let spec = serde_json::to_string(&spec).map_err(|e| {
+        GatewayError::new(codes::SANDBOX_FAILED, format!("cannot encode the sandbox spec: {e}"), "")
+    })?;
+    let started = Instant::now();
+    let mut command = Command::new(helper);
+    command
+        .arg(linux::HELPER_ARG)
+        .arg(spec)
+        .arg("--")
+        .arg(job.program)
+        .args(job.args)
+        .env_clear()
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(job.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().map_err(|e| {
+        GatewayError::new(
+            codes::SANDBOX_FAILED,
+            format!("cannot start the sandbox helper {}: {e}", helper.display()),
+            "Reinstall the gateway; the helper is its own binary.",
+        )
+    })?;
+    let pid = child.id();
+    let control = child.stdin.take();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut streams = Vec::new();
+    for reader in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ] {
+        let captured = Arc::new(Mutex::new(Captured::default()));
+        if let Some(reader) = reader {
+            let sink = Arc::clone(&captured);
+            let done = done_tx.clone();
+            let cap = job.max_output;
+            std::thread::spawn(move || {
+                drain(reader, &sink, cap);
+                let _ = done.send(());
+            });
+        } else {
+            let _ = done_tx.send(());
+        }
+        streams.push(captured);
+    }
+    drop(done_tx);
+
+    // Wait for the helper, the deadline or a cancel, without reaping it (while it is a zombie
+    // its pid — its group's id — cannot be reused).
+    let deadline = started + job.timeout;
+    let mut pause = Duration::from_millis(1);
+    let (mut timed_out, mut cancelled) = (false, false);
+    loop {
+        if process::has_exited(pid) {
+            break;
+        }
+        if job.cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+            cancelled = true;
+            break;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    // Closing the control pipe makes the helper kill everything beneath it and exit; a helper
+    // that does not within the grace period is killed with its group.
+    drop(control);
+    if timed_out || cancelled {
+        let until = Instant::now() + GRACE;
+        while !process::has_exited(pid) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    process::kill_group(pid);
+    let status = child.wait().map_err(|e| {
+        GatewayError::new(
+            codes::TOOL_COMMAND_FAILED,
+            format!("cannot wait for the sandbox helper: {e}"),
+            "",
+        )
+    })?;
+    let duration = started.elapsed();
+    let grace_end = Instant::now() + GRACE;
+    let mut drained = true;
+    for _ in 0..2 {
+        if done_rx
+            .recv_timeout(grace_end.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            drained = false;
+            break;
+        }
+    }
+    let take = |c: &Arc<Mutex<Captured>>| {
+        let guard = c.lock().unwrap_or_else(|p| p.into_inner());
+        (guard.kept.clone(), guard.total)
+    };
+    let (stdout, stdout_bytes) = take(&streams[0]);
+    let (stderr, stderr_bytes) = take(&streams[1]);
+    use std::os::unix::process::ExitStatusExt;
+    if status.code() == Some(linux::SETUP_FAILED)
+        && let Some(error) = setup_error(&stderr)
+    {
+        return Err(error);
+    }
+    let truncated = stdout_bytes > stdout.len() as u64 || stderr_bytes > stderr.len() as u64 || !drained;
+    Ok(Outcome {
+        exit_code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        cancelled,
+        duration,
+        stdout,
+        stderr,
+        stdout_bytes,
+        stderr_bytes,
+        truncated,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn run(_: &Path, _: bool, _: &Job<'_>, _: &Policy) -> Result<Outcome, GatewayError> {
+    Err(GatewayError::new(
+        codes::SANDBOX_UNAVAILABLE,
+        "commands are run on Linux only for now",
+        "Run the gateway on Linux 6.2 or later.",
+    ))
+}
+
+/// The helper's error line (see [`linux::ERROR_PREFIX`]) as an error.
+#[cfg(target_os = "linux")]
+fn setup_error(stderr: &[u8]) -> Option<GatewayError> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text.lines().find_map(|l| l.strip_prefix(linux::ERROR_PREFIX))?;
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let message = value.get("message")?.as_str()?.to_owned();
+    let (code, remediation) = match value.get("code")?.as_str()? {
+        "sandbox.unavailable" => (
+            codes::SANDBOX_UNAVAILABLE,
+            "Run the gateway on Linux 6.2 or later with Landlock enabled, or set `[sandbox] \
+             mode = \"unconfined\"` in the config file.",
+        ),
+        "sandbox.denied" => (
+            codes::SANDBOX_DENIED,
+            "The sandbox does not let this program run: install it in a system location \
+             (/usr, /opt) or one on PATH, or add its folder to `[sandbox] read`.",
+        ),
+        "tool.command_failed" => (
+            codes::TOOL_COMMAND_FAILED,
+            "Check that the program exists and can run in the repository.",
+        ),
+        _ => (
+            codes::SANDBOX_FAILED,
+            "Run `review-agent-gateway doctor` to see the sandbox's state.",
+        ),
+    };
+    Some(GatewayError::new(code, message, remediation))
+}
+
+/// Read `reader` to its end, keeping the first `cap` bytes.
+fn drain(mut reader: Box<dyn Read + Send>, sink: &Mutex<Captured>, cap: usize) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut c = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let room = cap.saturating_sub(c.kept.len()).min(n);
+                c.kept.extend_from_slice(&buf[..room]);
+                c.total += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// A per-call scratch directory (`<parent>/<ULID>/` with `home/` and `tmp/`, mode 0700),
+/// removed with everything in it when dropped.
+#[derive(Debug)]
+pub struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// Create a fresh scratch directory under `parent`.
+    ///
+    /// # Errors
+    /// `sandbox.failed` when it cannot be created.
+    pub fn new(parent: &Path) -> Result<Scratch, GatewayError> {
+        let path = parent.join(ulid::Ulid::new().to_string());
+        let made = crate::security::fs::create_private_dir(&path)
+            .and_then(|()| std::fs::create_dir(path.join("home")))
+            .and_then(|()| std::fs::create_dir(path.join("tmp")))
+            .and_then(|()| std::fs::canonicalize(&path));
+        match made {
+            Ok(path) => Ok(Scratch { path }),
+            Err(e) => Err(GatewayError::new(
+                codes::SANDBOX_FAILED,
+                format!("cannot create the scratch directory {}: {e}", path.display()),
+                "Check the space and permissions of the gateway's state directory.",
+            )),
+        }
+    }
+
+    /// The scratch directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The command's `HOME`.
+    pub fn home(&self) -> PathBuf {
+        self.path.join("home")
+    }
+
+    /// The command's `TMPDIR`.
+    pub fn tmp(&self) -> PathBuf {
+        self.path.join("tmp")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        remove_tree(&self.path);
+    }
+}
+
+/// Remove `path` and everything beneath it, making read-only directories writable first (a
+/// command may leave some); never follows a symlink.
+pub fn remove_tree(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    let _ = std::fs::remove_dir_all(path);
+}
+
+/// Process-group control through `rustix` (safe wrappers of the system calls).
+#[cfg(target_os = "linux")]
+mod process {
+    use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+
+    fn pid_of(pid: u32) -> Option<Pid> {
+        Pid::from_raw(i32::try_from(pid).ok()?)
+    }
+
+    /// Whether `pid` (our child) has exited, without reaping it.
+    pub(super) fn has_exited(pid: u32) -> bool {
+        let Some(pid) = pid_of(pid) else {
+            return true;
+        };
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(status) => status.is_some(),
+            Err(rustix::io::Errno::INTR) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// `SIGKILL` to every process of the group `pid` (no error when none is left).
+    pub(super) fn kill_group(pid: u32) {
+        if let Some(pid) = pid_of(pid) {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+    }
 }

@@ -234,17 +234,32 @@ impl ToolContext {
         self.symbols.as_deref()
     }
 
-    /// This context with `run_check` settings: the `[tools.run_check]` config section and the
-    /// state dir holding its audit log. Without them `run_check` answers `tool.disabled`.
+    /// This context with `run_check` settings: the `[tools.run_check]` and `[sandbox]` config
+    /// sections, and the gateway's directories (the state dir holds the audit log and the
+    /// per-call scratch dirs; neither it nor the config dir is ever readable by a command).
+    /// Without them `run_check` answers `tool.disabled`. The sandbox helper is the running
+    /// binary unless [`ToolContext::with_sandbox_helper`] names another.
     pub fn with_run_check(
         mut self,
-        config: crate::config::RunCheckConfig,
-        state_dir: &Path,
+        config: &crate::config::Config,
+        paths: &crate::config::Paths,
     ) -> ToolContext {
         self.run_check = Some(RunCheckSettings {
-            config,
-            state_dir: state_dir.to_owned(),
+            config: config.tools.run_check.clone(),
+            sandbox: config.sandbox.clone(),
+            state_dir: paths.state_dir().to_owned(),
+            private: vec![paths.config_dir().to_owned(), paths.state_dir().to_owned()],
+            helper: std::env::current_exe().unwrap_or_else(|_| "review-agent-gateway".into()),
         });
+        self
+    }
+
+    /// This context with `helper` as the sandbox helper: the gateway's binary, which a test or
+    /// an embedding program names because its own executable is not the gateway.
+    pub fn with_sandbox_helper(mut self, helper: std::path::PathBuf) -> ToolContext {
+        if let Some(settings) = &mut self.run_check {
+            settings.helper = helper;
+        }
         self
     }
 

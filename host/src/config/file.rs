@@ -44,6 +44,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Settings of `native-host`, the native messaging host (`[native_messaging]`).
     pub native_messaging: NativeMessagingConfig,
+    /// How commands are confined (`[sandbox]`, DESIGN §13).
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for Config {
@@ -60,7 +62,43 @@ impl Default for Config {
             event_retention_hours: 24,
             tools: ToolsConfig::default(),
             native_messaging: NativeMessagingConfig::default(),
+            sandbox: SandboxConfig::default(),
         }
+    }
+}
+
+/// `[sandbox]`: how the commands the gateway runs (`run_check`) are confined (DESIGN §13; what
+/// a confined command may touch is listed in [`crate::sandbox`]).
+///
+/// ```toml
+/// [sandbox]
+/// mode = "landlock"          # default; "unconfined" runs commands without kernel confinement
+/// read = ["/srv/toolchains"] # more read-only paths (absolute), e.g. a toolchain outside /usr
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `landlock` (default): commands run only confined by the kernel, and are refused with
+    /// `sandbox.unavailable` where it cannot confine them; `unconfined`: the user accepts
+    /// running them without kernel confinement (the environment, limits, timeout and killing
+    /// of every descendant still apply).
+    pub mode: crate::sandbox::SandboxMode,
+    /// More paths a command may read and execute (absolute; a folder covers what it holds).
+    /// They must not be the home directory or a folder above it.
+    pub read: Vec<PathBuf>,
+}
+
+impl SandboxConfig {
+    fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        for (i, path) in self.read.iter().enumerate() {
+            if !path.is_absolute() {
+                return Err((
+                    vec![key("read"), Seg::Index(i)],
+                    format!("`{}` is not an absolute path", path.display()),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -203,6 +241,9 @@ pub struct ToolsConfig {
 ///
 /// [[tools.run_check.commands]]
 /// argv = ["cargo", "test", "**"]   # program literal; `*`-globs match one argument; `**` last: any
+/// options = true                   # wildcards may match options (`--lib`); default false
+/// writable = ["target"]            # in the work tree, what it may write besides its scratch dir
+/// network = false                  # default false
 /// ```
 ///
 /// The argv pattern rules are those of [`crate::tools::run_check::matches`].
@@ -246,6 +287,21 @@ impl Default for RunCheckConfig {
 pub struct RunCheckCommand {
     /// The program and argument patterns, e.g. `["cargo", "test", "**"]`.
     pub argv: Vec<String>,
+    /// Whether a wildcard (`*`, `**`) may match an argument starting with `-` (an option).
+    /// Default `false`: only a pattern element that itself starts with `-` (`--features=*`)
+    /// matches options. Options are how an argument makes a tool write or run something else
+    /// (`--output=…`, `--config …`), so this is a second line behind the sandbox.
+    #[serde(default)]
+    pub options: bool,
+    /// Whether the command may use the network (default `false`: the sandbox cuts it).
+    #[serde(default)]
+    pub network: bool,
+    /// Directories of the work tree, relative to its root, the command may write (e.g.
+    /// `["target"]` for cargo): created when absent; refused when one resolves outside the work
+    /// tree, to its root or into `.git`. A call with a commit `ref` runs in a scratch checkout,
+    /// all of it writable, and ignores this.
+    #[serde(default)]
+    pub writable: Vec<String>,
 }
 
 impl RunCheckConfig {
@@ -281,6 +337,26 @@ impl RunCheckConfig {
         for (i, command) in self.commands.iter().enumerate() {
             crate::tools::run_check::check_pattern(&command.argv)
                 .map_err(|e| (vec![key("commands"), Seg::Index(i), key("argv")], e))?;
+            for (j, dir) in command.writable.iter().enumerate() {
+                let path = Path::new(dir);
+                let plain = !dir.is_empty()
+                    && path
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)));
+                let in_git = path
+                    .components()
+                    .next()
+                    .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
+                if !plain || in_git {
+                    return Err((
+                        vec![key("commands"), Seg::Index(i), key("writable"), Seg::Index(j)],
+                        format!(
+                            "`{dir}` must be a directory relative to the repository root, \
+                             without `.` or `..`, outside `.git`"
+                        ),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -603,6 +679,11 @@ impl Config {
         }
         if let Err((segs, message)) = self.tools.run_check.check() {
             let mut path = vec![key("tools"), key("run_check")];
+            path.extend(segs);
+            return Err((path, message));
+        }
+        if let Err((segs, message)) = self.sandbox.check() {
+            let mut path = vec![key("sandbox")];
             path.extend(segs);
             return Err((path, message));
         }

@@ -84,7 +84,7 @@ impl Gateway {
             .with_cancel(cancel);
         if tool.side_effect() == SideEffect::Command {
             let paths = Paths::discover()?;
-            ctx = ctx.with_run_check(config.tools.run_check.clone(), paths.state_dir());
+            ctx = ctx.with_run_check(&config, &paths);
         }
         let commit = match ctx.default_revision() {
             tools::ToolRevision::Commit(revision) => Some(revision.id.to_string()),

@@ -43,19 +43,18 @@
 //! is its number, e.g. 9 for `SIGKILL`, 24 for `SIGXCPU`); `*Bytes` count everything the command
 //! wrote; `truncated` is `true` when either stream was cut at `max_output_bytes`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, WORKTREE, parse_input};
-use crate::config::RunCheckConfig;
+use crate::config::{RunCheckCommand, RunCheckConfig, SandboxConfig};
+use crate::sandbox::{Job, Places, Sandbox, Scratch};
 use crate::error::{GatewayError, codes};
 use crate::security::redact::Redactor;
 
@@ -64,9 +63,6 @@ const NAME: &str = "run_check";
 /// The audit log's path under the state dir.
 pub const AUDIT_LOG: &str = "audit/run_check.jsonl";
 
-/// How long to wait for stdout/stderr to close after the process group was killed (a process
-/// that left the group with `setsid` may still hold them).
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Input of `run_check`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -84,15 +80,24 @@ pub struct RunCheckInput {
     pub rev: Option<String>,
 }
 
-/// What a [`ToolContext`] needs to run `run_check`: the checked `[tools.run_check]` section and
-/// the state dir that holds the audit log.
+/// What a [`ToolContext`] needs to run `run_check` ([`ToolContext::with_run_check`]).
 #[derive(Debug, Clone)]
 pub struct RunCheckSettings {
-    /// The configuration section.
+    /// The `[tools.run_check]` section.
     pub config: RunCheckConfig,
-    /// The gateway's state dir; the audit log is [`AUDIT_LOG`] under it.
+    /// The `[sandbox]` section.
+    pub sandbox: SandboxConfig,
+    /// The gateway's state dir; the audit log is [`AUDIT_LOG`] under it, the per-call scratch
+    /// dirs [`SCRATCH_DIR`].
     pub state_dir: PathBuf,
+    /// Directories a command must never read (the gateway's config and state dirs).
+    pub private: Vec<PathBuf>,
+    /// The sandbox helper: the gateway's own binary.
+    pub helper: PathBuf,
 }
+
+/// The per-call scratch dirs (`HOME`, `TMPDIR`), under the state dir.
+pub const SCRATCH_DIR: &str = "sandbox/calls";
 
 /// Runs an allowlisted check command (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,7 +134,7 @@ impl GatewayTool for RunCheck {
         };
         let audit = Audit::new(settings, ctx);
         match prepare(ctx, settings, &input).and_then(|plan| audit.ready().map(|()| plan)) {
-            Ok(plan) => run(plan, ctx.cancel_flag(), &audit),
+            Ok(plan) => run(plan, settings, ctx.cancel_flag(), &audit),
             Err(refusal) => {
                 audit.refused(&input.argv, &refusal);
                 Err(refusal)
@@ -159,23 +164,27 @@ fn disabled() -> GatewayError {
 ///
 /// An argument matched by a glob or `**` (not by a literal) must not be an absolute path, start
 /// with `~`, or contain a `..` component, also after an `=` (`--manifest-path=/etc/x`): the
-/// command is to act on the repository. `Err` carries why a matching pattern still refused.
+/// command is to act on the repository. Nor may it start with `-` (an option) unless `options`
+/// is true or the glob that matched it starts with `-` itself (`--features=*`). `Err` carries
+/// why a matching pattern still refused. These checks are a second line: the sandbox, not
+/// argument parsing, is what keeps a command inside the repository (DESIGN §13).
 ///
 /// # Errors
 /// The reason an argument matched by a wildcard was refused.
-pub fn matches(pattern: &[String], argv: &[String]) -> Result<bool, String> {
+pub fn matches(pattern: &[String], options: bool, argv: &[String]) -> Result<bool, String> {
     let (Some(program), Some(called)) = (pattern.first(), argv.first()) else {
         return Ok(false);
     };
     if program != called {
         return Ok(false);
     }
-    let mut wild: Vec<&str> = Vec::new();
+    // Wildcard-matched arguments, and whether their pattern element allowed an option.
+    let mut wild: Vec<(&str, bool)> = Vec::new();
     let mut args = argv[1..].iter();
     let elements = &pattern[1..];
     for (i, element) in elements.iter().enumerate() {
         if element == "**" && i + 1 == elements.len() {
-            wild.extend(args.by_ref().map(String::as_str));
+            wild.extend(args.by_ref().map(|a| (a.as_str(), false)));
             break;
         }
         let Some(arg) = args.next() else {
@@ -191,7 +200,7 @@ pub fn matches(pattern: &[String], argv: &[String]) -> Result<bool, String> {
             if !glob.compile_matcher().is_match(arg) {
                 return Ok(false);
             }
-            wild.push(arg);
+            wild.push((arg, element.starts_with('-')));
         } else if element != arg {
             return Ok(false);
         }
@@ -199,7 +208,12 @@ pub fn matches(pattern: &[String], argv: &[String]) -> Result<bool, String> {
     if args.next().is_some() {
         return Ok(false);
     }
-    for arg in wild {
+    for (arg, option_pattern) in wild {
+        if arg.starts_with('-') && !options && !option_pattern {
+            return Err(format!(
+                "argument `{arg}` is an option, and this entry's wildcards match no options"
+            ));
+        }
         if let Some(reason) = escapes_repository(arg) {
             return Err(format!("argument `{arg}` {reason}"));
         }
@@ -277,8 +291,10 @@ pub(crate) fn check_pattern(pattern: &[String]) -> Result<(), String> {
 struct Plan {
     argv: Vec<String>,
     program: PathBuf,
+    /// Where it runs: the canonical work tree root (or, later, a scratch checkout).
     cwd: PathBuf,
-    env: Vec<(String, String)>,
+    root_writable: bool,
+    entry: RunCheckCommand,
     timeout: Duration,
     cpu_seconds: u64,
     memory_bytes: u64,
@@ -342,11 +358,11 @@ fn prepare(
         }
         Some(t) => t,
     };
-    let mut allowed = false;
+    let mut allowed = None;
     for entry in &config.commands {
-        match matches(&entry.argv, &input.argv) {
+        match matches(&entry.argv, entry.options, &input.argv) {
             Ok(true) => {
-                allowed = true;
+                allowed = Some(entry.clone());
                 break;
             }
             Ok(false) => {}
@@ -354,12 +370,13 @@ fn prepare(
                 return Err(not_allowed(
                     &input.argv,
                     &reason,
-                    "Pass paths relative to the repository root.",
+                    "Pass paths relative to the repository root; to let this entry's wildcards \
+                     match options, set `options = true` on it in the config file.",
                 ));
             }
         }
     }
-    if !allowed {
+    let Some(entry) = allowed else {
         let listed: Vec<String> = config
             .commands
             .iter()
@@ -381,18 +398,13 @@ fn prepare(
             "it matches no allowlist entry",
             &hint,
         ));
-    }
-    let env = scrubbed_env(&config.env_passthrough);
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_default();
-    let program = resolve_program(&input.argv[0], path).ok_or_else(|| {
+    };
+    let path = gateway_path();
+    let program = resolve_program(&input.argv[0], &path).ok_or_else(|| {
         GatewayError::new(
             codes::TOOL_COMMAND_FAILED,
             format!("`{}` is not an executable file in PATH", input.argv[0]),
-            format!("Install it, or allowlist it by its absolute path. PATH for commands: {path}"),
+            "Install the program, or name it by its absolute path in the allowlist and the call.",
         )
     })?;
     let redactor = ctx.redactor().clone();
@@ -400,7 +412,8 @@ fn prepare(
         argv: input.argv.clone(),
         program,
         cwd,
-        env,
+        root_writable: false,
+        entry,
         timeout: Duration::from_secs(timeout),
         cpu_seconds: config.cpu_seconds,
         memory_bytes: config.memory_mb.saturating_mul(1024 * 1024),
@@ -408,6 +421,7 @@ fn prepare(
         redactor,
     })
 }
+
 
 fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError {
     GatewayError::new(
@@ -420,9 +434,9 @@ fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError
     )
 }
 
-/// The environment a command gets (see the module docs).
-fn scrubbed_env(passthrough: &[String]) -> Vec<(String, String)> {
-    let path = std::env::var("PATH")
+/// The gateway's `PATH`, absolute entries only, else `/usr/local/bin:/usr/bin:/bin`.
+fn gateway_path() -> String {
+    std::env::var("PATH")
         .ok()
         .map(|p| {
             p.split(':')
@@ -431,14 +445,34 @@ fn scrubbed_env(passthrough: &[String]) -> Vec<(String, String)> {
                 .join(":")
         })
         .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned())
+}
+
+/// The environment a command gets (see the module docs): `PATH`, `LANG`, `TERM`, `HOME` and
+/// `TMPDIR` in the call's scratch dir, `USER` and `LOGNAME`, `CARGO_HOME` and `RUSTUP_HOME`
+/// (the user's, so toolchains are found although `HOME` moved), then `passthrough`.
+fn scrubbed_env(passthrough: &[String], scratch: &Scratch) -> Vec<(String, String)> {
     let mut env = vec![
-        ("PATH".to_owned(), path),
+        ("PATH".to_owned(), gateway_path()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("TERM".to_owned(), "dumb".to_owned()),
+        ("HOME".to_owned(), scratch.home().display().to_string()),
+        ("TMPDIR".to_owned(), scratch.tmp().display().to_string()),
     ];
-    if let Ok(home) = std::env::var("HOME") {
-        env.push(("HOME".to_owned(), home));
+    for name in ["USER", "LOGNAME"] {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_owned(), value));
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    for (name, default) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+        let value = std::env::var_os(name)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(default)))
+            .filter(|p| p.is_dir());
+        if let Some(value) = value {
+            env.push((name.to_owned(), value.display().to_string()));
+        }
     }
     for name in passthrough {
         if env.iter().any(|(k, _)| k == name) {
@@ -450,6 +484,7 @@ fn scrubbed_env(passthrough: &[String]) -> Vec<(String, String)> {
     }
     env
 }
+
 
 /// `program` itself when absolute, else the first executable file named so in `path`'s
 /// (absolute) entries.
@@ -473,149 +508,61 @@ fn resolve_program(program: &str, path: &str) -> Option<PathBuf> {
 
 // === Running ===
 
-/// What a stream reader collected.
-#[derive(Default)]
-struct Captured {
-    kept: Vec<u8>,
-    total: u64,
-}
-
-fn run(plan: Plan, cancel: Option<&AtomicBool>, audit: &Audit) -> Result<ToolOutput, GatewayError> {
-    let started = Instant::now();
-    let mut command = Command::new(&plan.program);
-    command
-        .args(&plan.argv[1..])
-        .env_clear()
-        .envs(plan.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&plan.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let failed = |message: String, audit_reason: &str| {
-        audit.failed(&plan.argv, &plan.cwd, audit_reason);
-        GatewayError::new(
-            codes::TOOL_COMMAND_FAILED,
-            message,
-            "Check that the program exists and can run in the repository.",
-        )
+fn run(
+    plan: Plan,
+    settings: &RunCheckSettings,
+    cancel: Option<&AtomicBool>,
+    audit: &Audit,
+) -> Result<ToolOutput, GatewayError> {
+    let failed = |error: GatewayError| {
+        audit.failed(&plan.argv, &plan.cwd, &error.message);
+        error
     };
-    if !limits::SUPPORTED {
-        return Err(failed(
-            "run_check needs resource limits (prlimit), which this system does not offer".into(),
-            "resource limits unsupported",
-        ));
+    let sandbox = Sandbox::new(settings.helper.clone(), settings.sandbox.mode);
+    let scratch = Scratch::new(&settings.state_dir.join(SCRATCH_DIR)).map_err(failed)?;
+    let env = scrubbed_env(&settings.config.env_passthrough, &scratch);
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let policy = Places {
+        root: &plan.cwd,
+        root_writable: plan.root_writable,
+        writable: &plan.entry.writable,
+        scratch: scratch.path(),
+        program: &plan.program,
+        env: &env,
+        home: home.as_deref(),
+        extra_read: &settings.sandbox.read,
+        private: &settings.private,
+        network: plan.entry.network,
     }
-    let mut child = command.spawn().map_err(|e| {
-        failed(
-            format!("cannot start `{}`: {e}", plan.argv[0]),
-            "spawn failed",
-        )
-    })?;
-    let pid = child.id();
-    if let Err(e) = limits::apply(pid, plan.cpu_seconds, plan.memory_bytes) {
-        limits::kill_group(pid);
-        let _ = child.wait();
-        return Err(failed(
-            format!("cannot set resource limits on `{}`: {e}", plan.argv[0]),
-            "cannot set limits",
-        ));
-    }
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let mut streams = Vec::new();
-    for reader in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ] {
-        let captured = Arc::new(Mutex::new(Captured::default()));
-        if let Some(reader) = reader {
-            let sink = Arc::clone(&captured);
-            let done = done_tx.clone();
-            std::thread::spawn(move || {
-                drain(reader, &sink, plan.max_output);
-                let _ = done.send(());
-            });
-        } else {
-            let _ = done_tx.send(());
-        }
-        streams.push(captured);
-    }
-    drop(done_tx);
-
-    // Wait for the command, the deadline or a cancel, without reaping the process: while it is
-    // a zombie its pid (= the group id) cannot be reused, so killing the group is safe.
-    let deadline = started + plan.timeout;
-    let mut pause = Duration::from_millis(1);
-    let (mut timed_out, mut cancelled) = (false, false);
-    loop {
-        if limits::has_exited(pid) {
-            break;
-        }
-        if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
-            cancelled = true;
-            break;
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            break;
-        }
-        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-        pause = (pause * 2).min(Duration::from_millis(20));
-    }
-    // Whatever is left of the group (all of it on timeout or cancel, background children after
-    // a normal exit) is killed before the leader is reaped.
-    limits::kill_group(pid);
-    let status = child.wait().map_err(|e| {
-        failed(
-            format!("cannot wait for `{}`: {e}", plan.argv[0]),
-            "wait failed",
-        )
-    })?;
-    let duration = started.elapsed();
-    // The pipes close when the last process holding them is gone; one that escaped the group
-    // (setsid) may keep them open: stop waiting after a grace period.
-    let grace_end = Instant::now() + DRAIN_GRACE;
-    let mut drained = true;
-    for _ in 0..2 {
-        if done_rx
-            .recv_timeout(grace_end.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
-            drained = false;
-            break;
-        }
-    }
-    let take = |c: &Arc<Mutex<Captured>>| {
-        let guard = c.lock().unwrap_or_else(|p| p.into_inner());
-        (
-            String::from_utf8_lossy(&guard.kept).into_owned(),
-            guard.total,
-            guard.total > guard.kept.len() as u64,
-        )
+    .policy()
+    .map_err(failed)?;
+    let job = Job {
+        program: &plan.program,
+        args: &plan.argv[1..],
+        cwd: &plan.cwd,
+        env: &env,
+        timeout: plan.timeout,
+        cpu_seconds: plan.cpu_seconds,
+        memory_bytes: plan.memory_bytes,
+        max_output: plan.max_output,
+        cancel,
     };
-    let (stdout, stdout_bytes, stdout_cut) = take(&streams[0]);
-    let (stderr, stderr_bytes, stderr_cut) = take(&streams[1]);
-    let truncated = stdout_cut || stderr_cut || !drained;
-    use std::os::unix::process::ExitStatusExt;
-    let exit_code = status.code();
-    let signal = status.signal();
-    let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let outcome = sandbox.run(&job, &policy).map_err(failed)?;
+    drop(scratch);
+    let status = sandbox.status();
+    let duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX);
     audit.ran(
         &plan.argv,
         &plan.cwd,
         &json!({
-            "exitCode": exit_code,
-            "signal": signal,
+            "exitCode": outcome.exit_code,
+            "signal": outcome.signal,
             "durationMs": duration_ms,
-            "timedOut": timed_out,
-            "cancelled": cancelled,
-            "outputBytes": stdout_bytes + stderr_bytes,
+            "timedOut": outcome.timed_out,
+            "cancelled": outcome.cancelled,
+            "outputBytes": outcome.stdout_bytes + outcome.stderr_bytes,
+            "sandbox": status.mode,
+            "network": plan.entry.network,
         }),
     );
     let redacted_argv: Vec<String> = plan
@@ -623,130 +570,31 @@ fn run(plan: Plan, cancel: Option<&AtomicBool>, audit: &Audit) -> Result<ToolOut
         .iter()
         .map(|a| plan.redactor.redact(a).into_owned())
         .collect();
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    let stderr = String::from_utf8_lossy(&outcome.stderr);
     let mut value = json!({
         "argv": redacted_argv,
-        "exitCode": exit_code,
-        "timedOut": timed_out,
-        "cancelled": cancelled,
+        "exitCode": outcome.exit_code,
+        "timedOut": outcome.timed_out,
+        "cancelled": outcome.cancelled,
         "durationMs": duration_ms,
         "stdout": plan.redactor.redact(&stdout),
         "stderr": plan.redactor.redact(&stderr),
-        "stdoutBytes": stdout_bytes,
-        "stderrBytes": stderr_bytes,
-        "truncated": truncated,
+        "stdoutBytes": outcome.stdout_bytes,
+        "stderrBytes": outcome.stderr_bytes,
+        "truncated": outcome.truncated,
+        "sandbox": status,
+        "network": plan.entry.network,
     });
-    if let Some(signal) = signal {
+    if let Some(signal) = outcome.signal {
         value["signal"] = json!(signal);
     }
-    Ok(ToolOutput { value, truncated })
+    Ok(ToolOutput {
+        value,
+        truncated: outcome.truncated,
+    })
 }
 
-/// Read `reader` to its end, keeping the first `cap` bytes.
-fn drain(mut reader: Box<dyn Read + Send>, sink: &Mutex<Captured>, cap: usize) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let mut c = sink.lock().unwrap_or_else(|p| p.into_inner());
-                let room = cap.saturating_sub(c.kept.len()).min(n);
-                c.kept.extend_from_slice(&buf[..room]);
-                c.total += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-}
-
-/// Resource limits and process-group control through `rustix` (safe wrappers of the system
-/// calls).
-#[cfg(target_os = "linux")]
-mod limits {
-    use rustix::process::{
-        Pid, Resource, Rlimit, Signal, WaitId, WaitIdOptions, kill_process_group, prlimit, waitid,
-    };
-
-    /// Whether this system can limit a started process.
-    pub(super) const SUPPORTED: bool = true;
-
-    fn pid_of(pid: u32) -> Option<Pid> {
-        Pid::from_raw(i32::try_from(pid).ok()?)
-    }
-
-    /// `RLIMIT_CPU` (soft `cpu_seconds`, hard one more), `RLIMIT_AS` and `RLIMIT_CORE = 0` on
-    /// the process `pid`. A process that already exited is fine.
-    pub(super) fn apply(pid: u32, cpu_seconds: u64, memory_bytes: u64) -> std::io::Result<()> {
-        let Some(pid) = pid_of(pid) else {
-            return Err(std::io::Error::other("invalid pid"));
-        };
-        let limits = [
-            (
-                Resource::Cpu,
-                Rlimit {
-                    current: Some(cpu_seconds),
-                    maximum: Some(cpu_seconds.saturating_add(1)),
-                },
-            ),
-            (
-                Resource::As,
-                Rlimit {
-                    current: Some(memory_bytes),
-                    maximum: Some(memory_bytes),
-                },
-            ),
-            (
-                Resource::Core,
-                Rlimit {
-                    current: Some(0),
-                    maximum: Some(0),
-                },
-            ),
-        ];
-        for (resource, limit) in limits {
-            match prlimit(Some(pid), resource, limit) {
-                Ok(_) => {}
-                Err(rustix::io::Errno::SRCH) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether `pid` (our child) has exited, without reaping it.
-    pub(super) fn has_exited(pid: u32) -> bool {
-        let Some(pid) = pid_of(pid) else {
-            return true;
-        };
-        match waitid(
-            WaitId::Pid(pid),
-            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
-        ) {
-            Ok(status) => status.is_some(),
-            Err(rustix::io::Errno::INTR) => false,
-            Err(_) => true,
-        }
-    }
-
-    /// `SIGKILL` to every process of the group `pid` (no error when none is left).
-    pub(super) fn kill_group(pid: u32) {
-        if let Some(pid) = pid_of(pid) {
-            let _ = kill_process_group(pid, Signal::KILL);
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod limits {
-    pub(super) const SUPPORTED: bool = false;
-    pub(super) fn apply(_: u32, _: u64, _: u64) -> std::io::Result<()> {
-        Err(std::io::Error::other("unsupported"))
-    }
-    pub(super) fn has_exited(_: u32) -> bool {
-        true
-    }
-    pub(super) fn kill_group(_: u32) {}
-}
 
 // === Audit ===
 
