@@ -129,6 +129,9 @@ pub mod codes {
     /// The native host lost, or could not reach, the daemon's WebSocket (it starts the daemon and
     /// retries for a few seconds first); retryable.
     pub const GATEWAY_UNAVAILABLE: &str = "gateway.unavailable";
+    /// A sandbox policy cannot be given to the kernel: a path is relative, has a `..`
+    /// component, contains a NUL or is not UTF-8 (a bug in whoever built the policy).
+    pub const SANDBOX_POLICY_INVALID: &str = "sandbox.policy_invalid";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The
