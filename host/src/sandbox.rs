@@ -442,7 +442,12 @@ impl Sandbox {
                  kernel confinement with `[sandbox] mode = \"unconfined\"` in the config file.",
             ));
         }
-        run(&self.helper, self.mode == SandboxMode::Landlock, job, policy)
+        run(
+            &self.helper,
+            self.mode == SandboxMode::Landlock,
+            job,
+            policy,
+        )
     }
 }
 
@@ -548,7 +553,12 @@ struct Captured {
 }
 
 #[cfg(target_os = "linux")]
-fn run(helper: &Path, confine: bool, job: &Job<'_>, policy: &Policy) -> Result<Outcome, GatewayError> {
+fn run(
+    helper: &Path,
+    confine: bool,
+    job: &Job<'_>,
+    policy: &Policy,
+) -> Result<Outcome, GatewayError> {
     let spec = HelperSpec {
         policy: policy.clone(),
         confine,
@@ -556,7 +566,11 @@ fn run(helper: &Path, confine: bool, job: &Job<'_>, policy: &Policy) -> Result<O
         memory_bytes: job.memory_bytes,
     };
     let spec = serde_json::to_string(&spec).map_err(|e| {
-        GatewayError::new(codes::SANDBOX_FAILED, format!("cannot encode the sandbox spec: {e}"), "")
+        GatewayError::new(
+            codes::SANDBOX_FAILED,
+            format!("cannot encode the sandbox spec: {e}"),
+            "",
+        )
     })?;
     let started = Instant::now();
     let mut command = Command::new(helper);
@@ -585,8 +599,14 @@ fn run(helper: &Path, confine: bool, job: &Job<'_>, policy: &Policy) -> Result<O
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut streams = Vec::new();
     for reader in [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
     ] {
         let captured = Arc::new(Mutex::new(Captured::default()));
         if let Some(reader) = reader {
@@ -665,7 +685,8 @@ fn run(helper: &Path, confine: bool, job: &Job<'_>, policy: &Policy) -> Result<O
     {
         return Err(error);
     }
-    let truncated = stdout_bytes > stdout.len() as u64 || stderr_bytes > stderr.len() as u64 || !drained;
+    let truncated =
+        stdout_bytes > stdout.len() as u64 || stderr_bytes > stderr.len() as u64 || !drained;
     Ok(Outcome {
         exit_code: status.code(),
         signal: status.signal(),
@@ -693,7 +714,9 @@ fn run(_: &Path, _: bool, _: &Job<'_>, _: &Policy) -> Result<Outcome, GatewayErr
 #[cfg(target_os = "linux")]
 fn setup_error(stderr: &[u8]) -> Option<GatewayError> {
     let text = String::from_utf8_lossy(stderr);
-    let line = text.lines().find_map(|l| l.strip_prefix(linux::ERROR_PREFIX))?;
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(linux::ERROR_PREFIX))?;
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
     let message = value.get("message")?.as_str()?.to_owned();
     let (code, remediation) = match value.get("code")?.as_str()? {
@@ -759,7 +782,10 @@ impl Scratch {
             Ok(path) => Ok(Scratch { path }),
             Err(e) => Err(GatewayError::new(
                 codes::SANDBOX_FAILED,
-                format!("cannot create the scratch directory {}: {e}", path.display()),
+                format!(
+                    "cannot create the scratch directory {}: {e}",
+                    path.display()
+                ),
                 "Check the space and permissions of the gateway's state directory.",
             )),
         }

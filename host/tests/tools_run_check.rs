@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::config::{Config, RunCheckCommand, RunCheckConfig};
+use review_agent_gateway::config::{Config, Paths, RunCheckCommand, RunCheckConfig};
 use review_agent_gateway::error::codes;
 use review_agent_gateway::tools::run_check::{AUDIT_LOG, matches};
 use review_agent_gateway::tools::{Registry, ToolContext};
@@ -45,17 +45,31 @@ fn config(commands: &[&[&str]]) -> RunCheckConfig {
             .iter()
             .map(|argv| RunCheckCommand {
                 argv: argv.iter().map(|s| s.to_string()).collect(),
+                options: true,
+                network: false,
+                writable: Vec::new(),
             })
             .collect(),
         ..RunCheckConfig::default()
     }
 }
 
+/// `ctx` with `run_check` settings `config`, the state dir `state` (its config dir beside it)
+/// and the gateway's binary as the sandbox helper.
+fn with_settings(ctx: ToolContext, config: RunCheckConfig, state: &Path) -> ToolContext {
+    let mut full = Config::default();
+    full.tools.run_check = config;
+    ctx.with_run_check(&full, &Paths::new(state.join("config"), state.to_owned()))
+        .with_sandbox_helper(support::binary())
+}
+
 impl Fixture {
     fn ctx(&self, config: RunCheckConfig) -> ToolContext {
-        ToolContext::open(self.repo.path(), None)
-            .expect("open")
-            .with_run_check(config, self.state.path())
+        with_settings(
+            ToolContext::open(self.repo.path(), None).expect("open"),
+            config,
+            self.state.path(),
+        )
     }
 
     fn call(&self, config: RunCheckConfig, input: Value) -> Result<Value, GatewayError> {
@@ -200,9 +214,8 @@ fn runs_in_the_work_tree_root_with_paths_redacted() {
         .expect("git status");
     assert_eq!(out["stdout"], "?? new.txt\n", "{out}");
     // From a context opened on a subfolder, the command still runs at the root.
-    let ctx = ToolContext::open(&fx.repo.path().join("src"), None)
-        .expect("open")
-        .with_run_check(cfg, fx.state.path());
+    let ctx = ToolContext::open(&fx.repo.path().join("src"), None).expect("open");
+    let ctx = with_settings(ctx, cfg, fx.state.path());
     let out = call_in(&ctx, json!({"argv": ["ls"]})).expect("ls");
     assert_eq!(out["stdout"], "README.md\nnew.txt\nsrc\n");
     let audit = fx.audit();
@@ -243,9 +256,8 @@ fn refs_other_than_the_work_tree_and_bad_inputs_are_invalid() {
         .status()
         .expect("git clone");
     assert!(status.success());
-    let ctx = ToolContext::open(&bare.path().join("b.git"), None)
-        .expect("open bare")
-        .with_run_check(cfg, fx.state.path());
+    let ctx = ToolContext::open(&bare.path().join("b.git"), None).expect("open bare");
+    let ctx = with_settings(ctx, cfg, fx.state.path());
     let err = call_in(&ctx, json!({"argv": ["pwd"]})).expect_err("bare");
     assert_eq!(err.code, codes::REQUEST_INVALID);
 }
@@ -269,7 +281,7 @@ fn no_shell_metacharacters_are_plain_text() {
 
 #[test]
 fn the_environment_is_scrubbed() {
-    // The gateway process gets extra variables; only PATH, HOME, LANG, TERM and the
+    // The gateway process gets extra variables; only PATH, HOME, TMPDIR, LANG, TERM and the
     // passthrough names reach the command (run through the real binary, so the test does not
     // modify its own environment).
     let fx = fixture();
@@ -293,6 +305,10 @@ fn the_environment_is_scrubbed() {
         .env("MY_API_TOKEN", "tok-0123456789-secret")
         .env("PLAIN_PARENT_VAR", "must-not-leak")
         .env("GITLAB_TOKEN", "glpat-abcdefghij0123456789")
+        .env_remove("CARGO_HOME")
+        .env_remove("RUSTUP_HOME")
+        .env_remove("USER")
+        .env_remove("LOGNAME")
         .output()
         .expect("binary runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -307,15 +323,40 @@ fn the_environment_is_scrubbed() {
     sorted.sort_unstable();
     assert_eq!(
         sorted,
-        ["HOME", "LANG", "MY_API_TOKEN", "PASS_ME", "PATH", "TERM"],
+        [
+            "HOME",
+            "LANG",
+            "MY_API_TOKEN",
+            "PASS_ME",
+            "PATH",
+            "TERM",
+            "TMPDIR"
+        ],
         "{env}"
     );
     assert!(env.contains("PASS_ME=hello-there\n"), "{env}");
     assert!(env.contains("LANG=C.UTF-8\n"), "{env}");
     assert!(env.contains("TERM=dumb\n"), "{env}");
+    // HOME and TMPDIR are the call's own scratch dir (removed after it), not the user's.
+    let calls = fx.state.path().join("state/sandbox/calls");
+    let var = |name: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .map(PathBuf::from)
+            .expect(name)
+    };
     assert!(
-        env.contains("HOME=~\n"),
-        "the home directory is redacted: {env}"
+        var("HOME").starts_with(&calls) && var("HOME").ends_with("home"),
+        "{env}"
+    );
+    assert!(
+        var("TMPDIR").starts_with(&calls) && var("TMPDIR").ends_with("tmp"),
+        "{env}"
+    );
+    assert_eq!(var("HOME").parent(), var("TMPDIR").parent());
+    assert!(
+        !var("HOME").exists(),
+        "the scratch dir is removed after the call"
     );
     assert!(env.contains("MY_API_TOKEN=[REDACTED]"), "{env}");
     assert!(!env.contains("tok-0123456789-secret"), "{env}");
@@ -528,41 +569,96 @@ fn a_missing_program_fails_cleanly() {
 #[test]
 fn pattern_semantics() {
     let p = |items: &[&str]| argv(items);
-    /// (pattern, call, expected: whether it matches, or a part of the refusal).
-    type Case<'a> = (&'a [&'a str], &'a [&'a str], Result<bool, &'a str>);
+    /// (pattern, `options`, call, expected: whether it matches, or a part of the refusal).
+    type Case<'a> = (&'a [&'a str], bool, &'a [&'a str], Result<bool, &'a str>);
     let table: &[Case] = &[
-        (&["cargo", "test"], &["cargo", "test"], Ok(true)),
-        (&["cargo", "test"], &["cargo", "test", "x"], Ok(false)),
-        (&["cargo", "test", "**"], &["cargo", "test"], Ok(true)),
+        (&["cargo", "test"], false, &["cargo", "test"], Ok(true)),
+        (
+            &["cargo", "test"],
+            false,
+            &["cargo", "test", "x"],
+            Ok(false),
+        ),
         (
             &["cargo", "test", "**"],
+            false,
+            &["cargo", "test"],
+            Ok(true),
+        ),
+        (
+            &["cargo", "test", "**"],
+            true,
             &["cargo", "test", "--lib", "a::b"],
             Ok(true),
         ),
-        (&["cargo", "test", "**"], &["cargo", "build"], Ok(false)),
-        (&["cargo", "test", "*"], &["cargo", "test"], Ok(false)),
+        // Options only where the entry allows them (issue 13: `--config`, `--output=…`).
+        (
+            &["cargo", "test", "**"],
+            false,
+            &["cargo", "test", "a::b", "--lib"],
+            Err("`--lib` is an option"),
+        ),
+        (
+            &["cargo", "test", "**"],
+            false,
+            &["cargo", "test", "--config", "x"],
+            Err("option"),
+        ),
+        (
+            &["git", "log", "*"],
+            false,
+            &["git", "log", "-p"],
+            Err("option"),
+        ),
+        (&["cat", "*"], false, &["cat", "-"], Err("option")),
+        (
+            &["cargo", "test", "--lib"],
+            false,
+            &["cargo", "test", "--lib"],
+            Ok(true),
+        ),
+        (
+            &["cargo", "test", "**"],
+            false,
+            &["cargo", "build"],
+            Ok(false),
+        ),
+        (
+            &["cargo", "test", "*"],
+            false,
+            &["cargo", "test"],
+            Ok(false),
+        ),
         (
             &["cargo", "test", "--package=*"],
+            false,
             &["cargo", "test", "--package=x"],
             Ok(true),
         ),
         (
             &["cargo", "test", "--package=*"],
+            false,
             &["cargo", "test", "--features=x"],
             Ok(false),
         ),
-        (&["cargo"], &["/usr/bin/cargo"], Ok(false)),
+        (&["cargo"], false, &["/usr/bin/cargo"], Ok(false)),
         (
             &["cargo", "**"],
+            true,
             &["cargo", "--manifest-path=/etc/x"],
             Err("absolute"),
         ),
-        (&["cargo", "**"], &["cargo", "x/../../y"], Err("..")),
-        (&["cat", "/etc/hosts"], &["cat", "/etc/hosts"], Ok(true)),
-        (&[], &["x"], Ok(false)),
+        (&["cargo", "**"], false, &["cargo", "x/../../y"], Err("..")),
+        (
+            &["cat", "/etc/hosts"],
+            false,
+            &["cat", "/etc/hosts"],
+            Ok(true),
+        ),
+        (&[], true, &["x"], Ok(false)),
     ];
-    for (pattern, call, expected) in table {
-        let got = matches(&p(pattern), &p(call));
+    for (pattern, options, call, expected) in table {
+        let got = matches(&p(pattern), *options, &p(call));
         match (got, expected) {
             (Ok(a), Ok(b)) => assert_eq!(a, *b, "{pattern:?} {call:?}"),
             (Err(e), Err(part)) => assert!(e.contains(part), "{e}"),
@@ -618,6 +714,21 @@ fn config_section_is_checked() {
             "[[tools.run_check.commands]]\nargv = [\"c*\"]\n",
             "tools.run_check.commands[0].argv",
         ),
+        (
+            "[[tools.run_check.commands]]\nargv = [\"make\"]\nwritable = [\"../out\"]\n",
+            "tools.run_check.commands[0].writable[0]",
+        ),
+        (
+            "[[tools.run_check.commands]]\nargv = [\"make\"]\nwritable = [\".GIT/hooks\"]\n",
+            "tools.run_check.commands[0].writable[0]",
+        ),
+        (
+            "[[tools.run_check.commands]]\nargv = [\"make\"]\nwritable = [\"/tmp\"]\n",
+            "tools.run_check.commands[0].writable[0]",
+        ),
+        ("[sandbox]\nmode = \"off\"\n", "sandbox.mode"),
+        ("[sandbox]\nread = [\"relative\"]\n", "sandbox.read[0]"),
+        ("[sandbox]\nwrite = [\"/\"]\n", "sandbox"),
     ] {
         let err = Config::parse(text, path).expect_err(text);
         let message = err.to_string();

@@ -349,7 +349,12 @@ impl RunCheckConfig {
                     .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
                 if !plain || in_git {
                     return Err((
-                        vec![key("commands"), Seg::Index(i), key("writable"), Seg::Index(j)],
+                        vec![
+                            key("commands"),
+                            Seg::Index(i),
+                            key("writable"),
+                            Seg::Index(j),
+                        ],
                         format!(
                             "`{dir}` must be a directory relative to the repository root, \
                              without `.` or `..`, outside `.git`"

@@ -80,35 +80,59 @@ pub fn helper_main(args: &[std::ffi::OsString]) -> ExitCode {
 type Failure = (&'static str, String);
 
 fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
-    let usage = || ("sandbox.failed", "usage: __sandbox-exec <spec> -- <program> [args…]".to_owned());
+    let usage = || {
+        (
+            "sandbox.failed",
+            "usage: __sandbox-exec <spec> -- <program> [args…]".to_owned(),
+        )
+    };
     let spec = args.first().and_then(|s| s.to_str()).ok_or_else(usage)?;
     if args.get(1).and_then(|s| s.to_str()) != Some("--") {
         return Err(usage());
     }
     let program = args.get(2).ok_or_else(usage)?;
-    let spec: HelperSpec = serde_json::from_str(spec)
-        .map_err(|e| ("sandbox.failed", format!("the sandbox spec is not valid: {e}")))?;
+    let spec: HelperSpec = serde_json::from_str(spec).map_err(|e| {
+        (
+            "sandbox.failed",
+            format!("the sandbox spec is not valid: {e}"),
+        )
+    })?;
 
-    set_limits(&spec).map_err(|e| ("sandbox.failed", format!("cannot set resource limits: {e}")))?;
+    set_limits(&spec)
+        .map_err(|e| ("sandbox.failed", format!("cannot set resource limits: {e}")))?;
     if spec.confine {
         restrict(&spec.policy)?;
         if !spec.policy.network {
-            network_filter()
-                .map_err(|e| ("sandbox.failed", format!("cannot install the network filter: {e}")))?;
+            network_filter().map_err(|e| {
+                (
+                    "sandbox.failed",
+                    format!("cannot install the network filter: {e}"),
+                )
+            })?;
         }
     }
-    set_child_subreaper(Some(getpid()))
-        .map_err(|e| ("sandbox.failed", format!("cannot become a child subreaper: {e}")))?;
+    set_child_subreaper(Some(getpid())).map_err(|e| {
+        (
+            "sandbox.failed",
+            format!("cannot become a child subreaper: {e}"),
+        )
+    })?;
 
     let mut command = Command::new(program);
-    command.args(&args[3..]).stdin(Stdio::null()).process_group(0);
+    command
+        .args(&args[3..])
+        .stdin(Stdio::null())
+        .process_group(0);
     let mut child = command.spawn().map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
             "sandbox.denied"
         } else {
             "tool.command_failed"
         };
-        (code, format!("cannot start `{}`: {e}", program.to_string_lossy()))
+        (
+            code,
+            format!("cannot start `{}`: {e}", program.to_string_lossy()),
+        )
     })?;
     let leader = child.id();
 
@@ -124,9 +148,12 @@ fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
         });
     }
 
-    let status = child
-        .wait()
-        .map_err(|e| ("tool.command_failed", format!("cannot wait for the command: {e}")))?;
+    let status = child.wait().map_err(|e| {
+        (
+            "tool.command_failed",
+            format!("cannot wait for the command: {e}"),
+        )
+    })?;
     // What is left beneath the helper: background children of a command that exited, processes
     // that left the group with setsid, or the whole tree after the control pipe closed.
     reap_all(leader);
@@ -135,7 +162,9 @@ fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
             let _ = kill_process(getpid(), signal);
         }
         // Still alive (a signal the helper ignores, such as SIGPIPE): 128 + signal, as shells do.
-        return Ok(ExitCode::from(128u8.wrapping_add(u8::try_from(signal).unwrap_or(0))));
+        return Ok(ExitCode::from(
+            128u8.wrapping_add(u8::try_from(signal).unwrap_or(0)),
+        ));
     }
     Ok(ExitCode::from(
         u8::try_from(status.code().unwrap_or(1)).unwrap_or(1),
@@ -251,7 +280,10 @@ pub fn probe_main() -> ExitCode {
     } else {
         confinement
     };
-    println!("{}", serde_json::to_string(&confinement).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string(&confinement).unwrap_or_default()
+    );
     ExitCode::SUCCESS
 }
 
@@ -299,7 +331,9 @@ fn network_filter() -> Result<(), String> {
         arch,
     )
     .map_err(|e| e.to_string())?;
-    let program: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())
 }
 
@@ -312,7 +346,10 @@ fn children_of(pid: u32) -> Vec<u32> {
     };
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            children.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     children
@@ -381,4 +418,3 @@ fn reap_all(leader: u32) {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
-

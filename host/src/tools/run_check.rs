@@ -54,15 +54,14 @@ use serde_json::json;
 
 use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, WORKTREE, parse_input};
 use crate::config::{RunCheckCommand, RunCheckConfig, SandboxConfig};
-use crate::sandbox::{Job, Places, Sandbox, Scratch};
 use crate::error::{GatewayError, codes};
+use crate::sandbox::{Job, Places, Sandbox, Scratch};
 use crate::security::redact::Redactor;
 
 const NAME: &str = "run_check";
 
 /// The audit log's path under the state dir.
 pub const AUDIT_LOG: &str = "audit/run_check.jsonl";
-
 
 /// Input of `run_check`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -422,7 +421,6 @@ fn prepare(
     })
 }
 
-
 fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError {
     GatewayError::new(
         codes::TOOL_COMMAND_NOT_ALLOWED,
@@ -484,7 +482,6 @@ fn scrubbed_env(passthrough: &[String], scratch: &Scratch) -> Vec<(String, Strin
     }
     env
 }
-
 
 /// `program` itself when absolute, else the first executable file named so in `path`'s
 /// (absolute) entries.
@@ -594,7 +591,6 @@ fn run(
         truncated: outcome.truncated,
     })
 }
-
 
 // === Audit ===
 
