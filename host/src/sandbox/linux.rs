@@ -110,6 +110,8 @@ fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
                 )
             })?;
         }
+        drop_capabilities()
+            .map_err(|e| ("sandbox.failed", format!("cannot drop capabilities: {e}")))?;
     }
     set_child_subreaper(Some(getpid())).map_err(|e| {
         (
@@ -335,6 +337,38 @@ fn network_filter() -> Result<(), String> {
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+}
+
+/// Drop every capability, from the bounding set too, so a gateway running as root (CI, a
+/// container) does not hand its command root's powers: `CAP_SYS_PTRACE` would let it read other
+/// processes' memory and environment through `/proc` despite Landlock, `CAP_SYS_MODULE` load
+/// kernel modules. Without capabilities, root is an ordinary user that owns many files: the
+/// Landlock rules still decide which of them it may open. A no-op for an ordinary user.
+fn drop_capabilities() -> rustix::io::Result<()> {
+    use rustix::thread::{
+        CapabilitySet, CapabilitySets, capabilities, capability_is_in_bounding_set,
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+    };
+    let current = capabilities(None)?;
+    if current.permitted.is_empty() && current.effective.is_empty() && current.inheritable.is_empty() {
+        return Ok(());
+    }
+    for capability in CapabilitySet::all().iter() {
+        // A capability this kernel does not know is not in its bounding set (EINVAL).
+        if capability_is_in_bounding_set(capability).unwrap_or(false) {
+            remove_capability_from_bounding_set(capability)?;
+        }
+    }
+    // Ambient capabilities may be unsupported (EINVAL on old kernels): nothing to clear then.
+    let _ = clear_ambient_capability_set();
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )
 }
 
 /// The pids of the direct children of `pid` (all its threads'), from

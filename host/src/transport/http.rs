@@ -726,7 +726,8 @@ pub fn status_for(code: &str) -> StatusCode {
         codes::ORIGIN_NOT_ALLOWED
         | codes::REQUEST_HOST_NOT_ALLOWED
         | codes::TOOL_DISABLED
-        | codes::TOOL_COMMAND_NOT_ALLOWED => StatusCode::FORBIDDEN,
+        | codes::TOOL_COMMAND_NOT_ALLOWED
+        | codes::SANDBOX_DENIED => StatusCode::FORBIDDEN,
         codes::RUN_NOT_FOUND
         | codes::REPOSITORY_NOT_MAPPED
         | codes::REQUEST_NOT_FOUND
@@ -739,8 +740,13 @@ pub fn status_for(code: &str) -> StatusCode {
         codes::PROVIDER_NOT_CONFIGURED
         | codes::SECRETS_FILE_INSECURE
         | codes::SECRETS_UNAVAILABLE
-        | codes::BUDGET_EXHAUSTED => StatusCode::UNPROCESSABLE_ENTITY,
-        codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE => StatusCode::SERVICE_UNAVAILABLE,
+        | codes::BUDGET_EXHAUSTED
+        // A writable directory of the config that leaves the repository.
+        | codes::SANDBOX_PATH_INVALID => StatusCode::UNPROCESSABLE_ENTITY,
+        // This system cannot confine commands (and the config does not accept unconfined ones).
+        codes::GATEWAY_SHUTTING_DOWN | codes::STORE_UNAVAILABLE | codes::SANDBOX_UNAVAILABLE => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         c if c.starts_with("request.")
             || c.starts_with("rules.")
             || c.starts_with("repository.")
