@@ -481,9 +481,13 @@ fn plan(repo: &Repository, commit: ObjectId, limits: Limits) -> Result<Vec<Entry
     // `Dir` entries pushed before their tree is read.
     let mut pending: Vec<(ObjectId, PathBuf)> = vec![(root, PathBuf::new())];
     while let Some((id, dir)) = pending.pop() {
-        let tree = git
-            .find_tree(id)
+        let object = git
+            .find_object(id)
             .map_err(|e| read(format!("tree {id}"), &e))?;
+        if object.kind != gix::object::Kind::Tree {
+            return Err(invalid(&dir, "is a directory whose object is not a tree"));
+        }
+        let tree = object.into_tree();
         let decoded = tree
             .decode()
             .map_err(|_| invalid(&dir, "is a tree that cannot be decoded"))?;
@@ -517,6 +521,9 @@ fn plan(repo: &Repository, commit: ObjectId, limits: Limits) -> Result<Vec<Entry
                     let header = git
                         .find_header(oid)
                         .map_err(|e| read(format!("blob {oid}"), &e))?;
+                    if header.kind() != gix::object::Kind::Blob {
+                        return Err(invalid(&path, "is a file or link whose object is not a blob"));
+                    }
                     bytes = bytes.saturating_add(header.size());
                     if bytes > limits.max_bytes {
                         return Err(too_large("bytes of file contents", limits.max_bytes));
