@@ -157,7 +157,10 @@ impl From<CheckoutError> for GatewayError {
     }
 }
 
-fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CheckoutError + 'a {
+fn io_error<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> CheckoutError + 'a {
     move |source| CheckoutError::Io {
         action,
         path: path.to_owned(),
@@ -369,8 +372,7 @@ impl Checkouts {
                 // A lock without a checkout: left by a crash, or another call is making it
                 // (then it holds the lock and this is skipped).
                 let lock_path = key_dir.join(format!("{hex}.lock"));
-                if let Ok(lock) =
-                    open_locked(&lock_path, FlockOperation::NonBlockingLockExclusive)
+                if let Ok(lock) = open_locked(&lock_path, FlockOperation::NonBlockingLockExclusive)
                     && !is_real_dir(&key_dir.join(&hex))
                 {
                     let _ = fs::remove_file(&lock_path);
@@ -462,7 +464,7 @@ fn plan(repo: &Repository, commit: ObjectId, limits: Limits) -> Result<Vec<Entry
     };
     let root = git
         .find_commit(commit)
-        .and_then(|c| c.tree_id().map(gix::Id::detach).map_err(Into::into))
+        .and_then(|c| c.tree_id().map(gix::Id::detach))
         .map_err(|e| read(format!("the tree of commit {commit}"), &e))?;
     let invalid = |path: &Path, reason| CheckoutError::InvalidTree {
         commit,
@@ -522,7 +524,10 @@ fn plan(repo: &Repository, commit: ObjectId, limits: Limits) -> Result<Vec<Entry
                         .find_header(oid)
                         .map_err(|e| read(format!("blob {oid}"), &e))?;
                     if header.kind() != gix::object::Kind::Blob {
-                        return Err(invalid(&path, "is a file or link whose object is not a blob"));
+                        return Err(invalid(
+                            &path,
+                            "is a file or link whose object is not a blob",
+                        ));
                     }
                     bytes = bytes.saturating_add(header.size());
                     if bytes > limits.max_bytes {
