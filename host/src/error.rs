@@ -17,6 +17,13 @@ pub mod codes {
     pub const REPOSITORY_REVISION_MISSING: &str = "repository.revision_missing";
     /// Reading objects from the repository failed (corrupt or unreadable object database).
     pub const REPOSITORY_READ_FAILED: &str = "repository.read_failed";
+    /// A commit's tree holds an entry git itself never writes (named `.git`, `.`, `..`, empty,
+    /// with `/` or NUL, an unknown mode, a duplicate name), so no scratch checkout is made of it.
+    pub const CHECKOUT_INVALID_TREE: &str = "checkout.invalid_tree";
+    /// A commit's tree is over a scratch checkout's limits (200000 entries, 4 GiB of files).
+    pub const CHECKOUT_TOO_LARGE: &str = "checkout.too_large";
+    /// A scratch checkout cannot be removed while a command uses it; retryable.
+    pub const CHECKOUT_IN_USE: &str = "checkout.in_use";
     /// A rule file is not valid (TOML syntax, unknown field, bad regex or glob).
     pub const RULES_INVALID: &str = "rules.invalid";
     /// A requested rule set id is not loaded.

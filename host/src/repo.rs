@@ -9,6 +9,8 @@
 //! returns [`FileAt::Symlink`] rather than reading through it. Paths are looked up tree by tree,
 //! so a symlinked directory in the middle of a path resolves to nothing.
 
+#[cfg(unix)]
+pub mod checkout;
 mod diff;
 pub(crate) mod rename;
 
