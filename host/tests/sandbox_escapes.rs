@@ -70,8 +70,14 @@ impl Gateway {
 
         for (path, text) in [
             (".ssh/id_rsa", SECRET),
-            (".aws/credentials", "[default]\naws_secret_access_key = AKIAEXAMPLESECRET\n"),
-            (".config/gh/hosts.yml", "github.com:\n  oauth_token: gho_secret\n"),
+            (
+                ".aws/credentials",
+                "[default]\naws_secret_access_key = AKIAEXAMPLESECRET\n",
+            ),
+            (
+                ".config/gh/hosts.yml",
+                "github.com:\n  oauth_token: gho_secret\n",
+            ),
             (".bashrc", "# the user's shell\n"),
         ] {
             let file = user_home.path().join(path);
@@ -208,8 +214,15 @@ fn git_log_output_cannot_rewrite_git_config_or_write_through_a_link() {
     );
     let output = g.output(&["git", "log", "-1", &hostile, "--output=.git/config"]);
     assert_ne!(output["exitCode"], 0, "{output}");
-    assert!(text(&output).contains("ermission denied") || text(&output).contains("Read-only"), "{output}");
-    assert_eq!(std::fs::read_to_string(&config).expect("config"), before, "the config is unchanged");
+    assert!(
+        text(&output).contains("ermission denied") || text(&output).contains("Read-only"),
+        "{output}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("config"),
+        before,
+        "the config is unchanged"
+    );
     // The second stage finds no external diff to run (and could not write outside anyway).
     let output = g.output(&["git", "log", "-1", "-p", "--ext-diff"]);
     assert_eq!(output["exitCode"], 0, "{output}");
@@ -234,7 +247,10 @@ fn cargo_runner_runs_confined_and_cargo_test_works() {
          writable = [\"target\"]\n",
     );
     let output = g.output(&["cargo", "test", "--offline"]);
-    assert_eq!(output["exitCode"], 0, "cargo test works in the sandbox: {output}");
+    assert_eq!(
+        output["exitCode"], 0,
+        "cargo test works in the sandbox: {output}"
+    );
     assert!(text(&output).contains("test adds ... ok"), "{output}");
 
     let pwned = g.outside.path().join("pwned");
@@ -250,35 +266,62 @@ fn cargo_runner_runs_confined_and_cargo_test_works() {
     );
     let output = g.output(&["cargo", "test", "--offline", "--config", &runner]);
     let all = text(&output);
-    assert!(all.contains("RUNNER-RAN"), "the runner ran, confined: {output}");
-    assert!(!all.contains("not-a-real-key") && !all.contains("AKIAEXAMPLE"), "{output}");
+    assert!(
+        all.contains("RUNNER-RAN"),
+        "the runner ran, confined: {output}"
+    );
+    assert!(
+        !all.contains("not-a-real-key") && !all.contains("AKIAEXAMPLE"),
+        "{output}"
+    );
     assert!(!pwned.exists(), "nothing written outside");
-    assert!(!std::fs::read_to_string(g.repo.path().join(".git/config"))
-        .expect("config")
-        .contains("pwned"));
+    assert!(
+        !std::fs::read_to_string(g.repo.path().join(".git/config"))
+            .expect("config")
+            .contains("pwned")
+    );
 }
 
 /// `cat link` printed `/etc/passwd` (and would print a key) through a committed symlink that
 /// `file_read` refuses; the gateway's own token is out of reach too.
 #[test]
 fn committed_symlinks_do_not_reach_secrets() {
-    let g = Gateway::start(
-        "[[tools.run_check.commands]]\nargv = [\"cat\", \"**\"]\noptions = true\n",
-    );
+    let g =
+        Gateway::start("[[tools.run_check.commands]]\nargv = [\"cat\", \"**\"]\noptions = true\n");
     for link in ["passwd", "id_rsa", "token"] {
         let output = g.output(&["cat", link]);
         assert_ne!(output["exitCode"], 0, "{link}: {output}");
-        assert!(text(&output).contains("Permission denied"), "{link}: {output}");
+        assert!(
+            text(&output).contains("Permission denied"),
+            "{link}: {output}"
+        );
         assert!(!text(&output).contains("root:"), "{output}");
         assert!(!text(&output).contains("not-a-real-key"), "{output}");
     }
-    assert!(!g.output(&["cat", "token"])["stdout"]
-        .as_str()
-        .unwrap_or_default()
-        .contains(&g.token));
+    assert!(
+        !g.output(&["cat", "token"])["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&g.token)
+    );
     // Files of the repository itself are readable.
     let output = g.output(&["cat", "Cargo.toml"]);
     assert_eq!(output["exitCode"], 0, "{output}");
+}
+
+/// The same link, with kernel confinement switched off by the user: the test's set-up does
+/// reach `/etc/passwd`, so it is the sandbox that stopped it above.
+#[test]
+fn unconfined_mode_is_the_users_explicit_choice() {
+    let g = Gateway::start(
+        "[[tools.run_check.commands]]\nargv = [\"cat\", \"**\"]\noptions = true\n\n\
+         [sandbox]\nmode = \"unconfined\"\n",
+    );
+    let reply = g.run(&["cat", "passwd"]);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let output = &reply.json()["data"]["output"];
+    assert_eq!(output["sandbox"]["mode"], "unconfined", "{output}");
+    assert!(text(output).contains("root:"), "{output}");
 }
 
 /// A child that calls `setsid` leaves the process group; it still dies with the call — after a
@@ -311,7 +354,12 @@ fn setsid_children_do_not_outlive_the_call() {
     let script = format!("setsid sleep {marker} & sleep {marker}");
     let reply = g.run_input(json!({ "argv": ["sh", "-c", script], "timeoutSeconds": 1 }));
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.json()["data"]["output"]["timedOut"], true, "{}", reply.body);
+    assert_eq!(
+        reply.json()["data"]["output"]["timedOut"],
+        true,
+        "{}",
+        reply.body
+    );
     assert!(running(false), "nor the timeout");
 }
 
@@ -338,9 +386,11 @@ fn writes_stay_inside_the_allowed_directories() {
     assert_eq!(g.victim(), VICTIM);
     assert!(!g.outside.path().join("x").exists());
     assert!(g.repo.path().join("build/new.txt").exists());
-    assert!(std::fs::read_to_string(g.repo.path().join("src/lib.rs"))
-        .expect("lib")
-        .contains("pub fn add"));
+    assert!(
+        std::fs::read_to_string(g.repo.path().join("src/lib.rs"))
+            .expect("lib")
+            .contains("pub fn add")
+    );
 
     let reply = g.run(&["touch", "linkdir/x"]);
     assert_eq!(reply.status, 422, "{}", reply.body);
@@ -379,7 +429,13 @@ fn network_is_off_unless_the_entry_allows_it() {
     );
     let output = g.output(&[&py, "-c", &probe]);
     let all = text(&output);
-    for line in ["tcp denied", "udp denied", "tcp6 denied", "unix denied", "pair pair"] {
+    for line in [
+        "tcp denied",
+        "udp denied",
+        "tcp6 denied",
+        "unix denied",
+        "pair pair",
+    ] {
         assert!(all.contains(line), "{line}: {output}");
     }
     let output = g.output(&[&py, "-c", &probe, "net"]);
@@ -394,11 +450,55 @@ fn the_daemon_is_out_of_reach() {
         "[[tools.run_check.commands]]\nargv = [\"sh\", \"-c\", \"*\"]\noptions = true\n",
     );
     let pid = g.child.id();
-    let output = g.output(&["sh", "-c", &format!("cat /proc/{pid}/environ; kill -9 {pid}")]);
+    let output = g.output(&[
+        "sh",
+        "-c",
+        &format!("cat /proc/{pid}/environ; kill -9 {pid}"),
+    ]);
     let all = text(&output);
     assert!(all.contains("Permission denied"), "{output}");
     assert!(!all.contains("REVIEW_AGENT_GATEWAY_HOME"), "{output}");
     // Still serving.
     assert_eq!(g.output(&["sh", "-c", "echo alive"])["stdout"], "alive\n");
     let _ = &g.home;
+}
+
+/// A call with a commit `ref` runs in a scratch checkout of that commit: all of it writable
+/// (cargo may write `Cargo.lock` and `target/`), the user's work tree untouched, the committed
+/// links still going nowhere, and the checkout reused by the next call on the same commit.
+#[test]
+fn a_commit_runs_in_its_scratch_checkout() {
+    let g = Gateway::start(
+        "[[tools.run_check.commands]]\nargv = [\"cargo\", \"test\", \"**\"]\noptions = true\n\n\
+         [[tools.run_check.commands]]\nargv = [\"sh\", \"-c\", \"*\"]\noptions = true\n",
+    );
+    // The work tree moves on; the commit is what runs.
+    std::fs::write(g.repo.path().join("src/lib.rs"), "this does not compile\n").expect("write");
+    std::fs::remove_file(g.repo.path().join("Cargo.lock")).expect("rm");
+    let reply = g.run_input(json!({ "argv": ["cargo", "test", "--offline"], "ref": "main" }));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let output = &reply.json()["data"]["output"];
+    assert_eq!(output["exitCode"], 0, "{output}");
+    assert_eq!(output["workdir"], "checkout", "{output}");
+    let head = git(g.repo.path(), &["rev-parse", "main"]);
+    assert_eq!(output["commit"], head.as_str());
+    assert!(
+        !g.repo.path().join("target").exists(),
+        "the work tree is untouched"
+    );
+    assert!(!g.repo.path().join("Cargo.lock").exists());
+
+    let script = format!(
+        "ls -a | tr '\\n' ' '; test -d target && echo KEPT; cat passwd; echo pwned > out; \
+         echo pwned > {}/x",
+        g.outside.path().display()
+    );
+    let reply = g.run_input(json!({ "argv": ["sh", "-c", script], "ref": head }));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let output = &reply.json()["data"]["output"];
+    let all = text(output);
+    assert!(!all.contains(" .git "), "no .git in a checkout: {output}");
+    assert!(all.contains("KEPT"), "the checkout is reused: {output}");
+    assert_eq!(all.matches("Permission denied").count(), 3, "{output}");
+    assert_eq!(g.victim(), VICTIM);
 }

@@ -232,12 +232,12 @@ fn runs_in_the_work_tree_root_with_paths_redacted() {
 }
 
 #[test]
-fn refs_other_than_the_work_tree_and_bad_inputs_are_invalid() {
+fn bad_refs_and_bad_inputs_are_invalid() {
     let fx = fixture();
     let cfg = config(&[&["pwd"]]);
     for input in [
-        json!({"argv": ["pwd"], "ref": "HEAD"}),
-        json!({"argv": ["pwd"], "ref": "main"}),
+        json!({"argv": ["pwd"], "ref": "-p"}),
+        json!({"argv": ["pwd"], "ref": "main..HEAD"}),
         json!({"argv": []}),
         json!({"argv": ["pwd"], "timeoutSeconds": 0}),
         json!({"argv": ["pwd"], "timeoutSeconds": 31}),
@@ -257,9 +257,16 @@ fn refs_other_than_the_work_tree_and_bad_inputs_are_invalid() {
         .expect("git clone");
     assert!(status.success());
     let ctx = ToolContext::open(&bare.path().join("b.git"), None).expect("open bare");
-    let ctx = with_settings(ctx, cfg, fx.state.path());
+    let ctx = with_settings(ctx, cfg.clone(), fx.state.path());
     let err = call_in(&ctx, json!({"argv": ["pwd"]})).expect_err("bare");
     assert_eq!(err.code, codes::REQUEST_INVALID);
+    // A bare repository still has commits to check out.
+    let out = call_in(&ctx, json!({"argv": ["pwd"], "ref": "HEAD"})).expect("checkout");
+    assert_eq!(out["workdir"], "checkout", "{out}");
+    let err = fx
+        .call(cfg, json!({"argv": ["pwd"], "ref": "no-such-branch"}))
+        .expect_err("missing");
+    assert_eq!(err.code, codes::REPOSITORY_REVISION_MISSING);
 }
 
 #[test]

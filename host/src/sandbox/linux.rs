@@ -350,7 +350,10 @@ fn drop_capabilities() -> rustix::io::Result<()> {
         clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
     };
     let current = capabilities(None)?;
-    if current.permitted.is_empty() && current.effective.is_empty() && current.inheritable.is_empty() {
+    if current.permitted.is_empty()
+        && current.effective.is_empty()
+        && current.inheritable.is_empty()
+    {
         return Ok(());
     }
     for capability in CapabilitySet::all().iter() {

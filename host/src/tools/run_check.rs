@@ -52,9 +52,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, WORKTREE, parse_input};
+use super::{
+    GatewayTool, SideEffect, ToolContext, ToolOutput, ToolRevision, WORKTREE, parse_input,
+};
 use crate::config::{RunCheckCommand, RunCheckConfig, SandboxConfig};
 use crate::error::{GatewayError, codes};
+use crate::repo::checkout::{Checkout, Checkouts};
 use crate::sandbox::{Job, Places, Sandbox, Scratch};
 use crate::security::redact::Redactor;
 
@@ -74,7 +77,11 @@ pub struct RunCheckInput {
     /// Wall-clock limit in seconds (default and maximum: the configured `timeout_seconds`).
     #[schemars(range(min = 1))]
     pub timeout_seconds: Option<u64>,
-    /// Only `WORKTREE` (the default): commands act on the files on disk, never on a commit.
+    /// Where the command runs: absent or `WORKTREE` — the work tree, read-only but for the
+    /// entry's `writable` directories; a commit, branch or tag (e.g. the merge request's head
+    /// SHA) — a scratch checkout of that commit, all of it writable, kept for the next call on
+    /// the same commit. The context's default revision is not used: a command never runs on a
+    /// commit unless the call names it.
     #[serde(rename = "ref")]
     pub rev: Option<String>,
 }
@@ -97,6 +104,10 @@ pub struct RunCheckSettings {
 
 /// The per-call scratch dirs (`HOME`, `TMPDIR`), under the state dir.
 pub const SCRATCH_DIR: &str = "sandbox/calls";
+/// The scratch checkouts of the commits commands ran on, under the state dir.
+pub const CHECKOUT_DIR: &str = "sandbox/checkouts";
+/// How many scratch checkouts are kept per repository (least recently used removed beyond).
+pub const CHECKOUTS_KEPT: usize = 4;
 
 /// Runs an allowlisted check command (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
@@ -290,8 +301,10 @@ pub(crate) fn check_pattern(pattern: &[String]) -> Result<(), String> {
 struct Plan {
     argv: Vec<String>,
     program: PathBuf,
-    /// Where it runs: the canonical work tree root (or, later, a scratch checkout).
+    /// Where it runs: the canonical work tree root, or the scratch checkout.
     cwd: PathBuf,
+    /// The scratch checkout (held: its lock keeps it from eviction while the command runs).
+    checkout: Option<Checkout>,
     root_writable: bool,
     entry: RunCheckCommand,
     timeout: Duration,
@@ -310,18 +323,17 @@ fn prepare(
     if !config.enabled {
         return Err(disabled());
     }
-    match input.rev.as_deref() {
-        None | Some(WORKTREE) => {}
-        Some(other) => {
-            return Err(GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("invalid input for `run_check`: field `ref`: `{other}` is not WORKTREE"),
-                "Commands run on the files in the work tree; leave `ref` out (or give \
-                 \"WORKTREE\"), and check out the revision first if you need another one.",
-            ));
+    // The commit to check out, or `None` for the work tree (resolved before anything runs).
+    let commit = match input.rev.as_deref() {
+        None | Some(WORKTREE) => {
+            ctx.work_root()?;
+            None
         }
-    }
-    let cwd = ctx.work_root()?.to_owned();
+        Some(spec) => match ctx.revision(Some(spec))? {
+            ToolRevision::Commit(revision) => Some(revision.id),
+            ToolRevision::Worktree => None,
+        },
+    };
     if input.argv.is_empty() {
         return Err(super::invalid_field(
             NAME,
@@ -407,11 +419,30 @@ fn prepare(
         )
     })?;
     let redactor = ctx.redactor().clone();
+    let (cwd, checkout) = match commit {
+        None => (ctx.work_root()?.to_owned(), None),
+        Some(commit) => {
+            let checkouts = Checkouts::new(settings.state_dir.join(CHECKOUT_DIR), CHECKOUTS_KEPT)?;
+            let checkout = checkouts.get(ctx.repo(), commit)?;
+            let path = std::fs::canonicalize(checkout.path()).map_err(|e| {
+                GatewayError::new(
+                    codes::SANDBOX_FAILED,
+                    format!(
+                        "cannot resolve the scratch checkout {}: {e}",
+                        checkout.path().display()
+                    ),
+                    "Check the gateway's state directory.",
+                )
+            })?;
+            (path, Some(checkout))
+        }
+    };
     Ok(Plan {
         argv: input.argv.clone(),
         program,
+        root_writable: checkout.is_some(),
         cwd,
-        root_writable: false,
+        checkout,
         entry,
         timeout: Duration::from_secs(timeout),
         cpu_seconds: config.cpu_seconds,
@@ -560,6 +591,7 @@ fn run(
             "outputBytes": outcome.stdout_bytes + outcome.stderr_bytes,
             "sandbox": status.mode,
             "network": plan.entry.network,
+            "commit": plan.checkout.as_ref().map(|c| c.commit().to_string()),
         }),
     );
     let redacted_argv: Vec<String> = plan
@@ -582,7 +614,11 @@ fn run(
         "truncated": outcome.truncated,
         "sandbox": status,
         "network": plan.entry.network,
+        "workdir": if plan.checkout.is_some() { "checkout" } else { "worktree" },
     });
+    if let Some(checkout) = &plan.checkout {
+        value["commit"] = json!(checkout.commit().to_string());
+    }
     if let Some(signal) = outcome.signal {
         value["signal"] = json!(signal);
     }
