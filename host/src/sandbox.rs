@@ -210,8 +210,9 @@ pub struct Places<'a> {
     /// More read-only paths (`[sandbox] read`).
     pub extra_read: &'a [PathBuf],
     /// Directories that must stay unreadable even if another rule would cover them (the
-    /// gateway's config and state dirs): a rule on one of them or on a folder above one is
-    /// dropped.
+    /// gateway's config and state dirs): a read rule on one of them, on a folder above one or
+    /// on anything inside one is dropped (the call's own scratch dir and checkout, inside the
+    /// state dir, are granted separately).
     pub private: &'a [PathBuf],
     /// Whether the network is allowed.
     pub network: bool,
@@ -276,7 +277,7 @@ impl Places<'_> {
                 p != Path::new("/")
                     && !canonical_home.as_ref().is_some_and(|h| h.starts_with(p))
                     && canonical_cargo.as_ref() != Some(p)
-                    && !private.iter().any(|d| d.starts_with(p))
+                    && !private.iter().any(|d| d.starts_with(p) || p.starts_with(d))
             })
             .collect();
         read.push(self.root.to_owned());
@@ -320,29 +321,47 @@ impl Places<'_> {
         {
             return Err(invalid("must be a relative path without `.` or `..`"));
         }
-        let path = self.root.join(relative);
-        if std::fs::symlink_metadata(&path).is_err() {
-            // Created by us, before the command runs, as a plain directory; a symlink in a
-            // parent is caught below.
-            std::fs::create_dir_all(&path)
-                .map_err(|e| invalid(&format!("cannot be created: {e}")))?;
+        // Walk down one component at a time: a link is resolved and checked before anything
+        // beneath it is created, so a missing directory is never made through a link that
+        // leaves the work tree.
+        let inside = |real: &Path| -> Result<(), GatewayError> {
+            if real == self.root || !real.starts_with(self.root) {
+                return Err(invalid(&format!(
+                    "resolves to {}, outside the repository",
+                    real.display()
+                )));
+            }
+            if real
+                .strip_prefix(self.root)
+                .ok()
+                .and_then(|r| r.components().next())
+                .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+            {
+                return Err(invalid("is inside `.git`"));
+            }
+            Ok(())
+        };
+        let mut current = self.root.to_owned();
+        for component in relative.components() {
+            current.push(component);
+            match std::fs::symlink_metadata(&current) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    current = std::fs::canonicalize(&current)
+                        .map_err(|e| invalid(&format!("cannot be resolved: {e}")))?;
+                    inside(&current)?;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    inside(&current)?;
+                    std::fs::create_dir(&current)
+                        .map_err(|e| invalid(&format!("cannot be created: {e}")))?;
+                }
+                Err(e) => return Err(invalid(&format!("cannot be read: {e}"))),
+            }
         }
-        let real = std::fs::canonicalize(&path)
+        let real = std::fs::canonicalize(&current)
             .map_err(|e| invalid(&format!("cannot be resolved: {e}")))?;
-        if real == self.root || !real.starts_with(self.root) {
-            return Err(invalid(&format!(
-                "resolves to {}, outside the repository",
-                real.display()
-            )));
-        }
-        if real
-            .strip_prefix(self.root)
-            .ok()
-            .and_then(|r| r.components().next())
-            .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
-        {
-            return Err(invalid("is inside `.git`"));
-        }
+        inside(&real)?;
         if !real.is_dir() {
             return Err(invalid("is not a directory"));
         }
@@ -865,5 +884,237 @@ mod process {
         if let Some(pid) = pid_of(pid) {
             let _ = kill_process_group(pid, Signal::KILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confinement(abi: u8, enforced: bool) -> Confinement {
+        Confinement {
+            landlock_abi: abi,
+            enforced,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn what_is_missing_names_the_kernel_feature() {
+        assert_eq!(confinement(7, true).missing(), None);
+        assert_eq!(confinement(3, true).missing(), None);
+        let old = confinement(2, true).missing().expect("ABI 2 is not enough");
+        assert!(
+            old.contains("ABI is 2") && old.contains("Linux 6.2"),
+            "{old}"
+        );
+        assert!(confinement(5, false).missing().is_some());
+        let none = Confinement {
+            reason: Some("the kernel has no Landlock".into()),
+            ..confinement(0, false)
+        };
+        assert_eq!(
+            none.missing().as_deref(),
+            Some("the kernel has no Landlock")
+        );
+    }
+
+    /// Where the helper cannot confine (here: it cannot even start), a command is refused
+    /// with `sandbox.unavailable` naming why — unless the user chose the unconfined mode.
+    #[test]
+    fn commands_are_refused_where_the_kernel_cannot_confine() {
+        let sandbox = Sandbox::new(PathBuf::from("/nonexistent/helper"), SandboxMode::Landlock);
+        let status = sandbox.status();
+        assert_eq!(status.mode, "unavailable");
+        assert!(
+            status
+                .missing
+                .as_deref()
+                .unwrap_or_default()
+                .contains("cannot run")
+        );
+        let job = Job {
+            program: Path::new("/bin/true"),
+            args: &[],
+            cwd: Path::new("/"),
+            env: &[],
+            timeout: Duration::from_secs(5),
+            cpu_seconds: 5,
+            memory_bytes: 1 << 30,
+            max_output: 100,
+            cancel: None,
+        };
+        let error = sandbox.run(&job, &Policy::default()).expect_err("refused");
+        assert_eq!(error.code, codes::SANDBOX_UNAVAILABLE);
+        assert!(error.message.contains("cannot run"), "{error:?}");
+        assert!(
+            error.remediation.contains("mode = \"unconfined\""),
+            "{error:?}"
+        );
+        let unconfined = Sandbox::new(
+            PathBuf::from("/nonexistent/helper"),
+            SandboxMode::Unconfined,
+        );
+        assert_eq!(unconfined.status().mode, "unconfined");
+    }
+
+    struct Tree {
+        dir: tempfile::TempDir,
+    }
+
+    impl Tree {
+        fn new() -> Tree {
+            let dir = tempfile::tempdir().expect("tempdir");
+            for d in [
+                "home/.ssh",
+                "home/.cargo/bin",
+                "home/.cargo/registry",
+                "home/tools/bin",
+                "repo/.git",
+                "repo/src",
+                "scratch",
+                "state",
+                "outside",
+            ] {
+                std::fs::create_dir_all(dir.path().join(d)).expect("mkdir");
+            }
+            std::fs::write(dir.path().join("home/.cargo/credentials.toml"), "token").expect("w");
+            std::os::unix::fs::symlink(dir.path().join("outside"), dir.path().join("repo/out"))
+                .expect("symlink");
+            std::os::unix::fs::symlink(dir.path().join("repo/.git"), dir.path().join("repo/g"))
+                .expect("symlink");
+            Tree {
+                dir: tempfile::TempDir::from(dir),
+            }
+        }
+
+        fn path(&self, p: &str) -> PathBuf {
+            std::fs::canonicalize(self.dir.path())
+                .expect("canonical")
+                .join(p)
+        }
+    }
+
+    fn places<'a>(
+        t: &'a Tree,
+        env: &'a [(String, String)],
+        writable: &'a [String],
+        paths: &'a (PathBuf, PathBuf, PathBuf, PathBuf, Vec<PathBuf>),
+    ) -> Places<'a> {
+        let _ = t;
+        Places {
+            root: &paths.0,
+            root_writable: false,
+            writable,
+            scratch: &paths.1,
+            program: Path::new("/bin/sh"),
+            env,
+            home: Some(&paths.2),
+            extra_read: &[],
+            private: &paths.4,
+            network: false,
+        }
+    }
+
+    #[test]
+    fn the_policy_reads_toolchains_but_not_the_home_or_private_dirs() {
+        let t = Tree::new();
+        let env = vec![(
+            "PATH".to_owned(),
+            format!(
+                "{}:{}:{}:/usr/bin",
+                t.path("home/.cargo/bin").display(),
+                t.path("home/tools/bin").display(),
+                t.path("home").display()
+            ),
+        )];
+        let paths = (
+            t.path("repo"),
+            t.path("scratch"),
+            t.path("home"),
+            t.path("outside"),
+            vec![t.path("state"), t.path("home/tools")],
+        );
+        let policy = places(&t, &env, &[], &paths).policy().expect("policy");
+        assert!(
+            policy.read.contains(&t.path("home/.cargo/bin")),
+            "{policy:?}"
+        );
+        assert!(
+            policy.read.contains(&t.path("home/.cargo/registry")),
+            "{policy:?}"
+        );
+        assert!(policy.read.contains(&t.path("repo")));
+        assert!(policy.read.contains(&PathBuf::from("/usr")));
+        for never in [
+            "home",
+            "home/.cargo",
+            "home/.cargo/credentials.toml",
+            "home/.ssh",
+            "state",
+        ] {
+            assert!(!policy.read.contains(&t.path(never)), "{never}: {policy:?}");
+        }
+        // A PATH entry inside a private dir is dropped too.
+        assert!(
+            !policy.read.contains(&t.path("home/tools/bin")),
+            "{policy:?}"
+        );
+        assert!(
+            !policy
+                .read
+                .iter()
+                .any(|p| p == Path::new("/") || p == Path::new("/etc") || p == Path::new("/tmp"))
+        );
+        assert!(
+            policy.read.contains(&PathBuf::from("/etc/ld.so.cache"))
+                || !Path::new("/etc/ld.so.cache").exists()
+        );
+        assert!(!policy.read.contains(&PathBuf::from("/etc/passwd")));
+        assert_eq!(
+            policy.write,
+            vec![PathBuf::from("/dev/null"), t.path("scratch")]
+        );
+    }
+
+    #[test]
+    fn writable_dirs_must_stay_inside_the_work_tree_and_out_of_git() {
+        let t = Tree::new();
+        let env = Vec::new();
+        let paths = (
+            t.path("repo"),
+            t.path("scratch"),
+            t.path("home"),
+            t.path("outside"),
+            Vec::new(),
+        );
+        let ok = vec!["target".to_owned(), "src".to_owned()];
+        let policy = places(&t, &env, &ok, &paths).policy().expect("policy");
+        assert!(
+            policy.write.contains(&t.path("repo/target")),
+            "created: {policy:?}"
+        );
+        assert!(t.path("repo/target").is_dir());
+        assert!(policy.write.contains(&t.path("repo/src")));
+        for bad in [
+            "out",
+            "out/sub",
+            "g",
+            ".git",
+            ".GIT/hooks",
+            "../outside",
+            "/tmp",
+            "",
+            ".",
+            "a/../..",
+        ] {
+            let writable = vec![bad.to_owned()];
+            let error = places(&t, &env, &writable, &paths).policy().expect_err(bad);
+            assert_eq!(error.code, codes::SANDBOX_PATH_INVALID, "{bad}: {error:?}");
+        }
+        assert!(
+            !t.path("outside/sub").exists(),
+            "nothing created through the link"
+        );
     }
 }

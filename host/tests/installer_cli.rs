@@ -303,3 +303,24 @@ impl Drop for StopDaemon {
         }
     }
 }
+
+/// `doctor` says which sandbox mode is in force for the commands the gateway runs (DESIGN §13):
+/// Landlock with its ABI here, or the user's explicit unconfined mode.
+#[test]
+fn doctor_reports_the_sandbox_mode() {
+    let home = Home::new();
+    let out = home.run(&["doctor", "--port", "1", "--hello-timeout-ms", "500"]);
+    let report = stdout(&out);
+    assert!(
+        report.contains("sandbox\n  ok: commands run confined by Landlock (ABI "),
+        "{report}"
+    );
+    let config = home.dir.path().join("gw/config/config.toml");
+    std::fs::create_dir_all(config.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&config, "[sandbox]\nmode = \"unconfined\"\n").expect("write");
+    let report = stdout(&home.run(&["doctor", "--port", "1", "--hello-timeout-ms", "500"]));
+    assert!(
+        report.contains("note: `[sandbox] mode = \"unconfined\"`: commands run WITHOUT kernel"),
+        "{report}"
+    );
+}

@@ -241,6 +241,7 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
                 problems += 1;
             }
         }
+        problems += sandbox_report();
         Ok(problems)
     };
     match run() {
@@ -253,6 +254,59 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
             ExitCode::from(1)
         }
         Err(error) => fail(&error),
+    }
+}
+
+/// The `sandbox` section of `doctor` (DESIGN §13): which mode is in force for the commands the
+/// gateway runs, probed with this binary as the sandbox helper. Returns the number of problems:
+/// one when `run_check` is enabled but the kernel cannot confine commands (they are refused).
+fn sandbox_report() -> usize {
+    use review_agent_gateway::sandbox::{Sandbox, SandboxMode};
+    let loaded = review_agent_gateway::config::Config::load(None).ok();
+    let (mode, enabled) = loaded
+        .as_ref()
+        .map_or((SandboxMode::default(), false), |l| {
+            (l.config().sandbox.mode, l.config().tools.run_check.enabled)
+        });
+    let status = Sandbox::current(mode).status();
+    println!("sandbox");
+    match (status.mode, status.missing) {
+        ("landlock", _) => {
+            println!(
+                "  ok: commands run confined by Landlock (ABI {}) and seccomp: writes only to \
+                 their scratch and writable dirs, no network unless an entry allows it",
+                status.landlock_abi.unwrap_or_default()
+            );
+            0
+        }
+        ("unconfined", missing) => {
+            println!(
+                "  note: `[sandbox] mode = \"unconfined\"`: commands run WITHOUT kernel \
+                 confinement (environment, limits and process clean-up still apply)"
+            );
+            if let Some(missing) = missing {
+                println!("  note: this system could not confine them anyway: {missing}");
+            } else {
+                println!(
+                    "  note: this system can confine them: remove `mode = \"unconfined\"` to do so"
+                );
+            }
+            0
+        }
+        (_, missing) => {
+            let missing = missing.unwrap_or_default();
+            if enabled {
+                print_problem(&Problem::new(
+                    "sandbox.unavailable",
+                    format!("run_check is enabled but its commands are refused: {missing}"),
+                    "Run the gateway on Linux 6.2 or later with Landlock enabled (`cat /sys/kernel/security/lsm` lists it), or accept unconfined commands with `[sandbox] mode = \"unconfined\"`.",
+                ));
+                1
+            } else {
+                println!("  note: commands would be refused here ({missing}); run_check is off");
+                0
+            }
+        }
     }
 }
 
