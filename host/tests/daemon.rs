@@ -1203,8 +1203,17 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
     drop(stream);
     assert!(running(false), "the command died with its client");
 
-    let audit = std::fs::read_to_string(d.home.path().join("state/audit/run_check.jsonl"))
-        .expect("audit log");
+    // The audit line is written once the sandbox helper has reaped everything and exited,
+    // a moment after the command itself is gone.
+    let audit_path = d.home.path().join("state/audit/run_check.jsonl");
+    let mut audit = String::new();
+    for _ in 0..100 {
+        audit = std::fs::read_to_string(&audit_path).expect("audit log");
+        if audit.lines().count() >= 4 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let lines: Vec<Value> = audit
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
