@@ -8,8 +8,8 @@
 //!
 //! 1. sets the resource limits on itself (`setrlimit`: CPU, address space, no core files), so
 //!    they are in force before the command's first instruction and inherited by all it starts;
-//! 2. confines itself: Landlock (filesystem, TCP and scope rules, [`restrict`]), then — when the
-//!    policy has no network — a seccomp filter ([`network_filter`]);
+//! 2. confines itself: Landlock (filesystem, TCP and scope rules), then — when the
+//!    policy has no network — a seccomp filter;
 //! 3. becomes a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): every orphaned descendant,
 //!    including one that called `setsid` or double-forked, is re-parented to it rather than to
 //!    init, so it can always find them;

@@ -10,36 +10,39 @@
 //! - Only an `argv` matching one `[[tools.run_check.commands]]` entry ([`matches`]):
 //!   `tool.command_not_allowed` otherwise. No shell: the program is executed directly with the
 //!   arguments as given, so `;`, `|`, `$(…)` and globs are plain characters.
-//! - In the work tree root only (`ref` absent or `WORKTREE`; a commit or a bare repository is
-//!   `request.invalid`), with stdin closed.
+//! - Where the call says (`ref`): absent or `WORKTREE` — the work tree root, read-only but for
+//!   the entry's `writable` directories; a commit, branch or tag — a scratch checkout of that
+//!   commit ([`crate::repo::checkout`], under [`CHECKOUT_DIR`]), all of it writable, the work tree
+//!   untouched. Stdin is closed.
+//! - Only confined by the kernel ([`crate::sandbox`], DESIGN §13): what it may read and write,
+//!   no network unless the entry says `network = true`, no process outliving the call, the
+//!   resource limits (`RLIMIT_CPU` `cpu_seconds`, `SIGXCPU` then `SIGKILL` one second later;
+//!   `RLIMIT_AS` `memory_mb`; no core files) set before the command's first instruction.
+//!   Refused with `sandbox.unavailable` where the kernel cannot confine, unless the config says
+//!   `[sandbox] mode = "unconfined"`.
 //! - With a scrubbed environment: `PATH` (the gateway's, absolute entries only, else
-//!   `/usr/local/bin:/usr/bin:/bin`), `HOME`, `LANG=C.UTF-8`, `TERM=dumb`, and the variables
+//!   `/usr/local/bin:/usr/bin:/bin`), `HOME` and `TMPDIR` in the call's own scratch dir
+//!   ([`SCRATCH_DIR`], removed afterwards), `USER`, `LOGNAME`, `LANG=C.UTF-8`, `TERM=dumb`,
+//!   `CARGO_HOME` and `RUSTUP_HOME` (the user's, so toolchains are found), and the variables
 //!   named in `env_passthrough` when set. The program is looked up in that `PATH`.
-//! - Within limits: a wall-clock timeout (`timeoutSeconds`, at most the configured
-//!   `timeout_seconds`), `RLIMIT_CPU` (`cpu_seconds`, `SIGXCPU` then `SIGKILL` one second later)
-//!   and `RLIMIT_AS` (`memory_mb`) per process (inherited by its children; each child has its
-//!   own CPU budget), no core files, and `max_output_bytes` kept of stdout and of stderr each
-//!   (the rest is read and dropped, so the command never blocks on a full pipe).
-//! - The command runs in its own process group. On timeout or cancel (the context's cancel
-//!   flag) the whole group is killed with `SIGKILL`, and so is whatever is left of the group
-//!   when the command itself exits, so no background child outlives the call.
+//! - Within a wall-clock timeout (`timeoutSeconds`, at most the configured `timeout_seconds`),
+//!   with `max_output_bytes` kept of stdout and of stderr each (the rest is read and dropped, so
+//!   the command never blocks on a full pipe). On timeout, on cancel (the context's cancel flag:
+//!   the HTTP client went away, the run was cancelled) and after the command exits, everything
+//!   it started is killed, `setsid` children included.
 //! - Its stdout and stderr are redacted ([`crate::security::redact`]: tokens, secret
 //!   environment values, the home directory as `~`, the repository root as `<repo>`).
 //! - Every call, allowed or refused, appends one JSON line to
 //!   `<state dir>/audit/run_check.jsonl` (mode 0600): `time` (RFC 3339), `argv` (redacted),
 //!   `cwd`, `outcome` (`ran`, `refused`, `failed`), `reason` for a refusal or failure,
-//!   `exitCode`, `signal`, `durationMs`, `timedOut`, `cancelled`, `outputBytes`.
-//!
-//! **Limits are set right after the process starts** (`prlimit(2)` on its pid, Linux only),
-//! not between fork and exec: that needs `unsafe` code (`pre_exec`), which the workspace
-//! forbids. The command may run for the few microseconds between its start and the limits
-//! being applied; that is enough for a runaway test suite, not a sandbox against a hostile
-//! program (the allowlist is the defence there). On other systems `run_check` refuses to run.
+//!   `exitCode`, `signal`, `durationMs`, `timedOut`, `cancelled`, `outputBytes`, `sandbox` (the
+//!   mode), `network`, `commit` (of a scratch checkout).
 //!
 //! # Output
 //!
 //! `{ argv, exitCode, signal?, timedOut, cancelled, durationMs, stdout, stderr, stdoutBytes,
-//! stderrBytes, truncated }`: `exitCode` is `null` when a signal ended the command (`signal`
+//! stderrBytes, truncated, sandbox: { mode, landlockAbi? }, network, workdir ("worktree" |
+//! "checkout"), commit? }`: `exitCode` is `null` when a signal ended the command (`signal`
 //! is its number, e.g. 9 for `SIGKILL`, 24 for `SIGXCPU`); `*Bytes` count everything the command
 //! wrote; `truncated` is `true` when either stream was cut at `max_output_bytes`.
 
