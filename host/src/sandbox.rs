@@ -779,6 +779,10 @@ fn drain(mut reader: Box<dyn Read + Send>, sink: &Mutex<Captured>, cap: usize) {
     }
 }
 
+/// How old a scratch directory must be to be taken for one a killed gateway left: two days,
+/// twice the longest `timeout_seconds` a call may have.
+pub const STALE_SCRATCH: Duration = Duration::from_secs(2 * 86_400);
+
 /// A per-call scratch directory (`<parent>/<ULID>/` with `home/` and `tmp/`, mode 0700),
 /// removed with everything in it when dropped.
 #[derive(Debug)]
@@ -787,11 +791,25 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Create a fresh scratch directory under `parent`.
+    /// Create a fresh scratch directory under `parent`, and remove the ones a gateway that
+    /// was killed left there (older than [`STALE_SCRATCH`], more than any call may last).
     ///
     /// # Errors
     /// `sandbox.failed` when it cannot be created.
     pub fn new(parent: &Path) -> Result<Scratch, GatewayError> {
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for entry in entries.flatten() {
+                let stale = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > STALE_SCRATCH);
+                if stale {
+                    remove_tree(&entry.path());
+                }
+            }
+        }
         let path = parent.join(ulid::Ulid::new().to_string());
         let made = crate::security::fs::create_private_dir(&path)
             .and_then(|()| std::fs::create_dir(path.join("home")))
@@ -1071,6 +1089,14 @@ mod tests {
                 || !Path::new("/etc/ld.so.cache").exists()
         );
         assert!(!policy.read.contains(&PathBuf::from("/etc/passwd")));
+        // The same value renders as the macOS profile (DESIGN §11): every path, with its right.
+        let profile = seatbelt::render(&policy).expect("renders");
+        for path in policy.read.iter().chain(&policy.write) {
+            assert!(
+                profile.contains(&format!("\"{}\"", path.display())),
+                "{path:?}"
+            );
+        }
         assert_eq!(
             policy.write,
             vec![PathBuf::from("/dev/null"), t.path("scratch")]
