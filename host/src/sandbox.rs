@@ -331,12 +331,11 @@ impl Places<'_> {
                     real.display()
                 )));
             }
-            if real
-                .strip_prefix(self.root)
-                .ok()
-                .and_then(|r| r.components().next())
-                .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
-            {
+            // Any `.git`: the repository's, or a submodule's or nested repository's.
+            if real.strip_prefix(self.root).is_ok_and(|r| {
+                r.components()
+                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+            }) {
                 return Err(invalid("is inside `.git`"));
             }
             Ok(())
@@ -1128,6 +1127,8 @@ mod tests {
             "g",
             ".git",
             ".GIT/hooks",
+            "src/.git",
+            "src/.Git/x",
             "../outside",
             "/tmp",
             "",
