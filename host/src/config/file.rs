@@ -345,8 +345,7 @@ impl RunCheckConfig {
                         .all(|c| matches!(c, std::path::Component::Normal(_)));
                 let in_git = path
                     .components()
-                    .next()
-                    .is_some_and(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
+                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
                 if !plain || in_git {
                     return Err((
                         vec![
