@@ -20,8 +20,11 @@
 //!   thread pools, `/dev/{zero,random,urandom,full}`, the entries of the command's `PATH` (and
 //!   the folder above an entry named `bin`, where a toolchain keeps its libraries — never the
 //!   home directory itself), rustup's home, cargo's `bin`, `registry`, `git` and config files
-//!   (not its `credentials.toml`), what `[sandbox] read` adds, and the directory the command runs
-//!   in (the repository or its scratch checkout), `.git` included.
+//!   (not its `credentials.toml`), what `[sandbox] read` adds, the program (the file a link
+//!   resolves to: `node_modules/.bin/eslint` is `eslint/bin/eslint.js`) and, for a Python
+//!   virtual environment's script named by its path (`…/venv/bin/pytest`), that environment,
+//!   and the directory the command runs in (the repository or its scratch checkout), `.git`
+//!   included.
 //! - **Write** ([`Policy::write`]): the call's own scratch directory (its `HOME` and `TMPDIR`,
 //!   removed after the call), `/dev/null`, and either the whole scratch checkout (a call with a
 //!   commit `ref`) or, in the user's work tree, only the directories the command's entry names
@@ -260,6 +263,9 @@ impl Places<'_> {
         }
         read.extend(self.extra_read.iter().cloned());
         read.push(self.program.to_owned());
+        if let Some(venv) = python_venv_of(self.program) {
+            read.push(venv);
+        }
 
         // Real paths only; never the home directory, a folder above it, cargo's home as a
         // whole, or anything covering the gateway's private dirs.
@@ -366,6 +372,17 @@ impl Places<'_> {
         }
         Ok(real)
     }
+}
+
+/// The Python virtual environment `program` (as named, before resolving links) is a script of,
+/// when it lies in a `bin` folder next to a `pyvenv.cfg`: a venv's console script (`pytest`)
+/// starts the system's interpreter through the venv's `bin/python3` link, which must read
+/// `pyvenv.cfg` and the venv's `lib/…/site-packages` — unreadable, Python stops with a fatal
+/// error before running anything.
+fn python_venv_of(program: &Path) -> Option<PathBuf> {
+    let bin = program.parent()?;
+    let venv = bin.parent()?;
+    (bin.file_name()? == "bin" && venv.join("pyvenv.cfg").is_file()).then(|| venv.to_owned())
 }
 
 /// How the gateway runs commands: its own binary as the helper, and the configured mode.
