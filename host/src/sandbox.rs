@@ -193,6 +193,30 @@ pub const ETC_READ: &[&str] = &[
     "/etc/python3.14",
 ];
 
+/// What in the user's home no rule may cover, whole or in part, whatever `PATH` or
+/// `[sandbox] read` say (`~/.local/bin` on `PATH` makes `~/.local` a toolchain folder, but
+/// `~/.local/share` holds keyrings and browser data).
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config",
+    ".local/share",
+    ".local/state",
+    ".docker",
+    ".kube",
+    ".mozilla",
+    ".pki",
+    ".password-store",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
 /// Where a command runs and what it may use: the inputs of [`Places::policy`].
 #[derive(Debug, Clone)]
 pub struct Places<'a> {
@@ -268,14 +292,17 @@ impl Places<'_> {
         }
 
         // Real paths only; never the home directory, a folder above it, cargo's home as a
-        // whole, or anything covering the gateway's private dirs.
+        // whole, or anything covering or inside the gateway's private dirs or [`HOME_SECRETS`].
         let canonical_home = home.and_then(|h| std::fs::canonicalize(h).ok());
         let canonical_cargo = cargo_home.and_then(|c| std::fs::canonicalize(c).ok());
-        let private: Vec<PathBuf> = self
+        let mut private: Vec<PathBuf> = self
             .private
             .iter()
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
             .collect();
+        if let Some(home) = &canonical_home {
+            private.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
+        }
         let mut read: Vec<PathBuf> = read
             .into_iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
@@ -1004,6 +1031,8 @@ mod tests {
                 "home/.cargo/bin",
                 "home/.cargo/registry",
                 "home/tools/bin",
+                "home/.local/bin",
+                "home/.local/share/keyrings",
                 "repo/.git",
                 "repo/src",
                 "scratch",
@@ -1056,7 +1085,8 @@ mod tests {
         let env = vec![(
             "PATH".to_owned(),
             format!(
-                "{}:{}:{}:/usr/bin",
+                "{}:{}:{}:{}:/usr/bin",
+                t.path("home/.local/bin").display(),
                 t.path("home/.cargo/bin").display(),
                 t.path("home/tools/bin").display(),
                 t.path("home").display()
@@ -1080,9 +1110,15 @@ mod tests {
         );
         assert!(policy.read.contains(&t.path("repo")));
         assert!(policy.read.contains(&PathBuf::from("/usr")));
+        assert!(
+            policy.read.contains(&t.path("home/.local/bin")),
+            "{policy:?}"
+        );
         for never in [
             "home",
             "home/.cargo",
+            "home/.local",
+            "home/.local/share",
             "home/.cargo/credentials.toml",
             "home/.ssh",
             "state",
