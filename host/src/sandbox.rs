@@ -24,7 +24,9 @@
 //!   resolves to: `node_modules/.bin/eslint` is `eslint/bin/eslint.js`) and, for a Python
 //!   virtual environment's script named by its path (`…/venv/bin/pytest`), that environment,
 //!   and the directory the command runs in (the repository or its scratch checkout), `.git`
-//!   included.
+//!   included. No rule covers, whole or in part, the gateway's config and state dirs or the
+//!   home's [`HOME_SECRETS`] (`~/.ssh`, `~/.config`, `~/.local/share`, …), whatever `PATH` or
+//!   `[sandbox] read` say.
 //! - **Write** ([`Policy::write`]): the call's own scratch directory (its `HOME` and `TMPDIR`,
 //!   removed after the call), `/dev/null`, and either the whole scratch checkout (a call with a
 //!   commit `ref`) or, in the user's work tree, only the directories the command's entry names
