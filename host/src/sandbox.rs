@@ -1048,9 +1048,7 @@ mod tests {
                 .expect("symlink");
             std::os::unix::fs::symlink(dir.path().join("repo/.git"), dir.path().join("repo/g"))
                 .expect("symlink");
-            Tree {
-                dir: tempfile::TempDir::from(dir),
-            }
+            Tree { dir }
         }
 
         fn path(&self, p: &str) -> PathBuf {
@@ -1060,13 +1058,14 @@ mod tests {
         }
     }
 
+    /// Work tree, scratch, home, an outside dir, private dirs.
+    type Dirs = (PathBuf, PathBuf, PathBuf, PathBuf, Vec<PathBuf>);
+
     fn places<'a>(
-        t: &'a Tree,
         env: &'a [(String, String)],
         writable: &'a [String],
-        paths: &'a (PathBuf, PathBuf, PathBuf, PathBuf, Vec<PathBuf>),
+        paths: &'a Dirs,
     ) -> Places<'a> {
-        let _ = t;
         Places {
             root: &paths.0,
             root_writable: false,
@@ -1101,7 +1100,7 @@ mod tests {
             t.path("outside"),
             vec![t.path("state"), t.path("home/tools")],
         );
-        let policy = places(&t, &env, &[], &paths).policy().expect("policy");
+        let policy = places(&env, &[], &paths).policy().expect("policy");
         assert!(
             policy.read.contains(&t.path("home/.cargo/bin")),
             "{policy:?}"
@@ -1169,7 +1168,7 @@ mod tests {
             Vec::new(),
         );
         let ok = vec!["target".to_owned(), "src".to_owned()];
-        let policy = places(&t, &env, &ok, &paths).policy().expect("policy");
+        let policy = places(&env, &ok, &paths).policy().expect("policy");
         assert!(
             policy.write.contains(&t.path("repo/target")),
             "created: {policy:?}"
@@ -1191,7 +1190,7 @@ mod tests {
             "a/../..",
         ] {
             let writable = vec![bad.to_owned()];
-            let error = places(&t, &env, &writable, &paths).policy().expect_err(bad);
+            let error = places(&env, &writable, &paths).policy().expect_err(bad);
             assert_eq!(error.code, codes::SANDBOX_PATH_INVALID, "{bad}: {error:?}");
         }
         assert!(
