@@ -689,7 +689,14 @@ fn run(
     drop(done_tx);
 
     // Wait for the helper, the deadline or a cancel, without reaping it (while it is a zombie
-    // its pid — its group's id — cannot be reused).
+    // its pid — its group's id — cannot be reused). A thread blocks until the helper exits
+    // (without reaping it either), so a short command is noticed at once rather than at the
+    // end of the next pause, which only paces the cancel and deadline checks.
+    let (exit_tx, exit_rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        process::wait_exit(pid);
+        let _ = exit_tx.send(());
+    });
     let deadline = started + job.timeout;
     let mut pause = Duration::from_millis(1);
     let (mut timed_out, mut cancelled) = (false, false);
@@ -705,7 +712,10 @@ fn run(
             timed_out = true;
             break;
         }
-        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        let wait = pause.min(deadline.saturating_duration_since(Instant::now()));
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = exit_rx.recv_timeout(wait) {
+            std::thread::sleep(wait);
+        }
         pause = (pause * 2).min(Duration::from_millis(20));
     }
     // Closing the control pipe makes the helper kill everything beneath it and exit; a helper
@@ -940,6 +950,17 @@ mod process {
             Err(rustix::io::Errno::INTR) => false,
             Err(_) => true,
         }
+    }
+
+    /// Block until `pid` (our child) has exited, without reaping it.
+    pub(super) fn wait_exit(pid: u32) {
+        let Some(pid) = pid_of(pid) else {
+            return;
+        };
+        while let Err(rustix::io::Errno::INTR) = waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {}
     }
 
     /// `SIGKILL` to every process of the group `pid` (no error when none is left).
