@@ -334,6 +334,7 @@ fn main() -> ExitCode {
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         match args.first().and_then(|a| a.to_str()) {
             Some(linux::HELPER_ARG) => return linux::helper_main(&args[1..]),
+            Some(linux::CONFINE_ARG) => return linux::confine_main(&args[1..]),
             Some(linux::PROBE_ARG) => return linux::probe_main(),
             _ => {}
         }

@@ -742,3 +742,24 @@ fn config_section_is_checked() {
         assert!(message.contains(key), "{text}: {message}");
     }
 }
+
+/// The limits hold from the command's first instruction, so a child it forks at once inherits
+/// them (issue 13: they used to be set a moment after the start), and a limit smaller than the
+/// gateway's own binary still lets a small command run.
+#[test]
+fn limits_hold_from_the_first_instruction() {
+    let fx = fixture();
+    let mut cfg = config(&[&["sh", "-c", "*"]]);
+    cfg.memory_mb = 64;
+    cfg.cpu_seconds = 7;
+    for _ in 0..5 {
+        let out = fx
+            .call(
+                cfg.clone(),
+                json!({"argv": ["sh", "-c", "ulimit -v; ulimit -t; sh -c 'ulimit -v'"]}),
+            )
+            .expect("sh");
+        assert_eq!(out["exitCode"], 0, "{out}");
+        assert_eq!(out["stdout"], "65536\n7\n65536\n", "{out}");
+    }
+}

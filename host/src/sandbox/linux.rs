@@ -4,21 +4,23 @@
 //! Why a helper process: Landlock and seccomp apply to the thread that asks for them and to what
 //! it later starts, never to the daemon's other threads; asking for them between `fork` and
 //! `exec` needs `unsafe` code (`pre_exec`), which the workspace forbids. So the daemon starts
-//! `review-agent-gateway __sandbox-exec <spec> -- <program> <args…>`, and that process
+//! `review-agent-gateway __sandbox-exec <spec> -- <program> <args…>`, in two stages:
 //!
-//! 1. sets the resource limits on itself (`setrlimit`: CPU, address space, no core files), so
-//!    they are in force before the command's first instruction and inherited by all it starts;
-//! 2. confines itself: Landlock (filesystem, TCP and scope rules), then — when the
-//!    policy has no network — a seccomp filter;
-//! 3. becomes a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): every orphaned descendant,
-//!    including one that called `setsid` or double-forked, is re-parented to it rather than to
-//!    init, so it can always find them;
-//! 4. starts the command in a process group of its own, with stdin closed, stdout and stderr
-//!    inherited (the daemon's pipes), and waits for it;
-//! 5. when the command ends — or when its own stdin (the daemon's *control pipe*) reaches end
-//!    of file because the daemon gave up (timeout, cancel, client gone) or died — kills every
-//!    process left beneath it with `SIGKILL`, reaps them, and exits with the command's status:
-//!    the same exit code, or the same fatal signal.
+//! 1. **The supervisor** ([`HELPER_ARG`]) becomes a *child subreaper*
+//!    (`PR_SET_CHILD_SUBREAPER`): every orphaned descendant, including one that called `setsid`
+//!    or double-forked, is re-parented to it rather than to init, so it can always find them.
+//!    It starts the second stage in a process group of its own, with stdin closed and stdout and
+//!    stderr inherited (the daemon's pipes), and waits for it.
+//! 2. **The confining stage** ([`CONFINE_ARG`]) sets the resource limits on itself
+//!    (`setrlimit`: CPU, no core files), confines itself — Landlock (filesystem, TCP and scope
+//!    rules), a seccomp filter when the policy has no network, every capability dropped — sets
+//!    the address-space limit last (this large binary's own mappings may not fit a small one),
+//!    and `exec`s the command: every limit and rule is in force from the command's first
+//!    instruction, and inherited by all it starts.
+//! 3. When the command ends — or when the supervisor's own stdin (the daemon's *control pipe*)
+//!    reaches end of file because the daemon gave up (timeout, cancel, client gone) or died —
+//!    the supervisor kills every process left beneath it with `SIGKILL`, reaps them, and exits
+//!    with the command's status: the same exit code, or the same fatal signal.
 //!
 //! Errors before the command starts are reported on stderr as one line starting with
 //! [`ERROR_PREFIX`] followed by JSON `{"code", "message"}`, with exit status [`SETUP_FAILED`].
@@ -46,6 +48,9 @@ use super::{Confinement, HelperSpec, Policy};
 
 /// The first argument that selects the helper mode.
 pub const HELPER_ARG: &str = "__sandbox-exec";
+/// The first argument that selects the confining stage, which the helper starts (not the
+/// daemon): confine, then `exec` the command.
+pub const CONFINE_ARG: &str = "__sandbox-confine";
 /// The first argument that selects the probe mode: confine a throw-away process and print what
 /// the kernel enforced as JSON ([`Confinement`]).
 pub const PROBE_ARG: &str = "__sandbox-probe";
@@ -79,11 +84,12 @@ pub fn helper_main(args: &[std::ffi::OsString]) -> ExitCode {
 
 type Failure = (&'static str, String);
 
-fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
+/// The arguments of both stages: `<spec JSON> -- <program> <args…>`.
+fn parse(args: &[std::ffi::OsString]) -> Result<(HelperSpec, &std::ffi::OsString), Failure> {
     let usage = || {
         (
             "sandbox.failed",
-            "usage: __sandbox-exec <spec> -- <program> [args…]".to_owned(),
+            format!("usage: {HELPER_ARG} <spec> -- <program> [args…]"),
         )
     };
     let spec = args.first().and_then(|s| s.to_str()).ok_or_else(usage)?;
@@ -97,43 +103,36 @@ fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
             format!("the sandbox spec is not valid: {e}"),
         )
     })?;
+    Ok((spec, program))
+}
 
-    set_limits(&spec)
-        .map_err(|e| ("sandbox.failed", format!("cannot set resource limits: {e}")))?;
-    if spec.confine {
-        restrict(&spec.policy)?;
-        if !spec.policy.network {
-            network_filter().map_err(|e| {
-                (
-                    "sandbox.failed",
-                    format!("cannot install the network filter: {e}"),
-                )
-            })?;
-        }
-        drop_capabilities()
-            .map_err(|e| ("sandbox.failed", format!("cannot drop capabilities: {e}")))?;
-    }
+/// The supervisor stage ([`HELPER_ARG`]): a child subreaper that starts the confining stage
+/// ([`CONFINE_ARG`], which becomes the command), waits for it, kills and reaps everything left
+/// beneath it, and exits with the command's status.
+fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
+    parse(args)?;
     set_child_subreaper(Some(getpid())).map_err(|e| {
         (
             "sandbox.failed",
             format!("cannot become a child subreaper: {e}"),
         )
     })?;
-
-    let mut command = Command::new(program);
+    let me = std::env::current_exe().map_err(|e| {
+        (
+            "sandbox.failed",
+            format!("cannot find the sandbox helper's own binary: {e}"),
+        )
+    })?;
+    let mut command = Command::new(me);
     command
-        .args(&args[3..])
+        .arg(CONFINE_ARG)
+        .args(args)
         .stdin(Stdio::null())
         .process_group(0);
     let mut child = command.spawn().map_err(|e| {
-        let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
-            "sandbox.denied"
-        } else {
-            "tool.command_failed"
-        };
         (
-            code,
-            format!("cannot start `{}`: {e}", program.to_string_lossy()),
+            "sandbox.failed",
+            format!("cannot start the sandbox's confining stage: {e}"),
         )
     })?;
     let leader = child.id();
@@ -173,13 +172,78 @@ fn helper(args: &[std::ffi::OsString]) -> Result<ExitCode, Failure> {
     ))
 }
 
+/// The confining stage ([`CONFINE_ARG`]), started by the supervisor: sets the resource limits,
+/// confines itself (Landlock, the network filter, no capabilities) and becomes the command
+/// (`exec`), so every limit and rule is in force from the command's first instruction. The
+/// address-space limit comes last, right before `exec`: this large binary's own mappings may
+/// not fit a small one, the command's will.
+fn confine(args: &[std::ffi::OsString]) -> Failure {
+    let (spec, program) = match parse(args) {
+        Ok(parsed) => parsed,
+        Err(failure) => return failure,
+    };
+    if let Err(e) = set_limits(&spec) {
+        return ("sandbox.failed", format!("cannot set resource limits: {e}"));
+    }
+    if spec.confine {
+        if let Err(failure) = restrict(&spec.policy) {
+            return failure;
+        }
+        if !spec.policy.network
+            && let Err(e) = network_filter()
+        {
+            return (
+                "sandbox.failed",
+                format!("cannot install the network filter: {e}"),
+            );
+        }
+        if let Err(e) = drop_capabilities() {
+            return ("sandbox.failed", format!("cannot drop capabilities: {e}"));
+        }
+    }
+    let mut command = Command::new(program);
+    command.args(&args[3..]);
+    let limit = Rlimit {
+        current: Some(spec.memory_bytes),
+        maximum: Some(spec.memory_bytes),
+    };
+    if let Err(e) = setrlimit(Resource::As, limit) {
+        return (
+            "sandbox.failed",
+            format!("cannot set the memory limit: {e}"),
+        );
+    }
+    // Only returns on failure.
+    let e = command.exec();
+    let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
+        "sandbox.denied"
+    } else {
+        "tool.command_failed"
+    };
+    (
+        code,
+        format!("cannot start `{}`: {e}", program.to_string_lossy()),
+    )
+}
+
+/// Run the confining stage: `args` are the arguments after [`CONFINE_ARG`]. Returns only when
+/// it could not become the command (the error line is on stderr, the status
+/// [`SETUP_FAILED`]).
+pub fn confine_main(args: &[std::ffi::OsString]) -> ExitCode {
+    let (code, message) = confine(args);
+    let line = serde_json::json!({ "code": code, "message": message });
+    let _ = writeln!(std::io::stderr(), "{ERROR_PREFIX}{line}");
+    ExitCode::from(SETUP_FAILED as u8)
+}
+
 fn stdin_is_pipe() -> bool {
     rustix::fs::fstat(std::io::stdin())
         .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Fifo)
 }
 
-/// `RLIMIT_CPU` (soft `cpu_seconds`: `SIGXCPU`, hard one more: `SIGKILL`), `RLIMIT_AS` and
-/// `RLIMIT_CORE = 0`, on this process (inherited by the command and its children).
+/// `RLIMIT_CPU` (soft `cpu_seconds`: `SIGXCPU`, hard one more: `SIGKILL`) and
+/// `RLIMIT_CORE = 0` on this process, inherited by the command and its children from their
+/// first instruction (the helper itself uses almost no CPU).
 fn set_limits(spec: &HelperSpec) -> rustix::io::Result<()> {
     let limit = |current: u64, maximum: u64| Rlimit {
         current: Some(current),
@@ -189,7 +253,6 @@ fn set_limits(spec: &HelperSpec) -> rustix::io::Result<()> {
         Resource::Cpu,
         limit(spec.cpu_seconds, spec.cpu_seconds.saturating_add(1)),
     )?;
-    setrlimit(Resource::As, limit(spec.memory_bytes, spec.memory_bytes))?;
     setrlimit(Resource::Core, limit(0, 0))
 }
 
