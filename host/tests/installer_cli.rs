@@ -323,4 +323,11 @@ fn doctor_reports_the_sandbox_mode() {
         report.contains("note: `[sandbox] mode = \"unconfined\"`: commands run WITHOUT kernel"),
         "{report}"
     );
+    // A config that does not load is a problem of its own, not silently the defaults.
+    std::fs::write(&config, "[sandbox]\nmode = \"landlok\"\n").expect("write");
+    let out = home.run(&["doctor", "--port", "1", "--hello-timeout-ms", "500"]);
+    let report = stdout(&out);
+    assert!(report.contains("problem[config.invalid]"), "{report}");
+    assert!(report.contains("landlok"), "{report}");
+    assert_eq!(out.status.code(), Some(1));
 }

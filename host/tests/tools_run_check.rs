@@ -66,7 +66,7 @@ fn with_settings(ctx: ToolContext, config: RunCheckConfig, state: &Path) -> Tool
 impl Fixture {
     fn ctx(&self, config: RunCheckConfig) -> ToolContext {
         with_settings(
-            ToolContext::open(self.repo.path(), None).expect("open"),
+            ToolContext::open(self.repo.path(), Some("WORKTREE")).expect("open"),
             config,
             self.state.path(),
         )
@@ -214,7 +214,7 @@ fn runs_in_the_work_tree_root_with_paths_redacted() {
         .expect("git status");
     assert_eq!(out["stdout"], "?? new.txt\n", "{out}");
     // From a context opened on a subfolder, the command still runs at the root.
-    let ctx = ToolContext::open(&fx.repo.path().join("src"), None).expect("open");
+    let ctx = ToolContext::open(&fx.repo.path().join("src"), Some("WORKTREE")).expect("open");
     let ctx = with_settings(ctx, cfg, fx.state.path());
     let out = call_in(&ctx, json!({"argv": ["ls"]})).expect("ls");
     assert_eq!(out["stdout"], "README.md\nnew.txt\nsrc\n");
@@ -258,10 +258,10 @@ fn bad_refs_and_bad_inputs_are_invalid() {
     assert!(status.success());
     let ctx = ToolContext::open(&bare.path().join("b.git"), None).expect("open bare");
     let ctx = with_settings(ctx, cfg.clone(), fx.state.path());
-    let err = call_in(&ctx, json!({"argv": ["pwd"]})).expect_err("bare");
+    let err = call_in(&ctx, json!({"argv": ["pwd"], "ref": "WORKTREE"})).expect_err("bare");
     assert_eq!(err.code, codes::REQUEST_INVALID);
-    // A bare repository still has commits to check out.
-    let out = call_in(&ctx, json!({"argv": ["pwd"], "ref": "HEAD"})).expect("checkout");
+    // A bare repository still has commits to check out: its HEAD, the context's revision.
+    let out = call_in(&ctx, json!({"argv": ["pwd"]})).expect("checkout");
     assert_eq!(out["workdir"], "checkout", "{out}");
     let err = fx
         .call(cfg, json!({"argv": ["pwd"], "ref": "no-such-branch"}))
@@ -762,4 +762,37 @@ fn limits_hold_from_the_first_instruction() {
         assert_eq!(out["exitCode"], 0, "{out}");
         assert_eq!(out["stdout"], "65536\n7\n65536\n", "{out}");
     }
+}
+
+/// Without a `ref` of its own a call runs at the context's revision, as every tool reads: the
+/// CLI's `--ref` (HEAD by default), the request's `ref` — a commit means its scratch checkout,
+/// so the user's uncommitted changes are not what runs; `WORKTREE` means the work tree.
+#[test]
+fn the_context_revision_decides_where_a_call_runs() {
+    let fx = fixture();
+    fx.repo.write("README.md", "changed in the work tree\n");
+    let cfg = config(&[&["cat", "README.md"]]);
+    let at = |rev: Option<&str>, input: Value| {
+        let ctx = with_settings(
+            ToolContext::open(fx.repo.path(), rev).expect("open"),
+            cfg.clone(),
+            fx.state.path(),
+        );
+        call_in(&ctx, input).expect("cat")
+    };
+    let head = at(None, json!({"argv": ["cat", "README.md"]}));
+    assert_eq!(head["stdout"], "hello\n", "{head}");
+    assert_eq!(head["workdir"], "checkout");
+    let worktree = at(Some("WORKTREE"), json!({"argv": ["cat", "README.md"]}));
+    assert_eq!(
+        worktree["stdout"], "changed in the work tree\n",
+        "{worktree}"
+    );
+    assert_eq!(worktree["workdir"], "worktree");
+    // The call's own `ref` wins over the context's.
+    let own = at(
+        Some("WORKTREE"),
+        json!({"argv": ["cat", "README.md"], "ref": "HEAD"}),
+    );
+    assert_eq!(own["stdout"], "hello\n", "{own}");
 }

@@ -262,14 +262,23 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
 /// one when `run_check` is enabled but the kernel cannot confine commands (they are refused).
 fn sandbox_report() -> usize {
     use review_agent_gateway::sandbox::{Sandbox, SandboxMode};
-    let loaded = review_agent_gateway::config::Config::load(None).ok();
+    println!("sandbox");
+    let loaded = match review_agent_gateway::config::Config::load(None) {
+        Ok(loaded) => Some(loaded),
+        Err(error) => {
+            // The daemon keeps running on its last good config; a command-line call refuses.
+            let error = review_agent_gateway::GatewayError::from(error);
+            print_problem(&Problem::new(error.code, error.message, &error.remediation));
+            None
+        }
+    };
     let (mode, enabled) = loaded
         .as_ref()
         .map_or((SandboxMode::default(), false), |l| {
             (l.config().sandbox.mode, l.config().tools.run_check.enabled)
         });
+    let config_problem = usize::from(loaded.is_none());
     let status = Sandbox::current(mode).status();
-    println!("sandbox");
     match (status.mode, status.missing) {
         ("landlock", _) => {
             println!(
@@ -277,7 +286,7 @@ fn sandbox_report() -> usize {
                  their scratch and writable dirs, no network unless an entry allows it",
                 status.landlock_abi.unwrap_or_default()
             );
-            0
+            config_problem
         }
         ("unconfined", missing) => {
             println!(
@@ -291,7 +300,7 @@ fn sandbox_report() -> usize {
                     "  note: this system can confine them: remove `mode = \"unconfined\"` to do so"
                 );
             }
-            0
+            config_problem
         }
         (_, missing) => {
             let missing = missing.unwrap_or_default();
@@ -301,10 +310,10 @@ fn sandbox_report() -> usize {
                     format!("run_check is enabled but its commands are refused: {missing}"),
                     "Run the gateway on Linux 6.2 or later with Landlock enabled (`cat /sys/kernel/security/lsm` lists it), or accept unconfined commands with `[sandbox] mode = \"unconfined\"`.",
                 ));
-                1
+                1 + config_problem
             } else {
                 println!("  note: commands would be refused here ({missing}); run_check is off");
-                0
+                config_problem
             }
         }
     }

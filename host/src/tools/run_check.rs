@@ -10,10 +10,10 @@
 //! - Only an `argv` matching one `[[tools.run_check.commands]]` entry ([`matches`]):
 //!   `tool.command_not_allowed` otherwise. No shell: the program is executed directly with the
 //!   arguments as given, so `;`, `|`, `$(…)` and globs are plain characters.
-//! - Where the call says (`ref`): absent or `WORKTREE` — the work tree root, read-only but for
-//!   the entry's `writable` directories; a commit, branch or tag — a scratch checkout of that
-//!   commit ([`crate::repo::checkout`], under [`CHECKOUT_DIR`]), all of it writable, the work tree
-//!   untouched. Stdin is closed.
+//! - At the call's revision (its `ref`, else the context's, as for every tool): `WORKTREE` —
+//!   the work tree root, read-only but for the entry's `writable` directories; a commit, branch
+//!   or tag — a scratch checkout of that commit ([`crate::repo::checkout`], under
+//!   [`CHECKOUT_DIR`]), all of it writable, the work tree untouched. Stdin is closed.
 //! - Only confined by the kernel ([`crate::sandbox`], DESIGN §13): what it may read and write,
 //!   no network unless the entry says `network = true`, no process outliving the call, the
 //!   resource limits (`RLIMIT_CPU` `cpu_seconds`, `SIGXCPU` then `SIGKILL` one second later;
@@ -55,9 +55,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{
-    GatewayTool, SideEffect, ToolContext, ToolOutput, ToolRevision, WORKTREE, parse_input,
-};
+use super::{GatewayTool, SideEffect, ToolContext, ToolOutput, ToolRevision, parse_input};
 use crate::config::{RunCheckCommand, RunCheckConfig, SandboxConfig};
 use crate::error::{GatewayError, codes};
 use crate::repo::checkout::{Checkout, Checkouts};
@@ -80,11 +78,11 @@ pub struct RunCheckInput {
     /// Wall-clock limit in seconds (default and maximum: the configured `timeout_seconds`).
     #[schemars(range(min = 1))]
     pub timeout_seconds: Option<u64>,
-    /// Where the command runs: absent or `WORKTREE` — the work tree, read-only but for the
-    /// entry's `writable` directories; a commit, branch or tag (e.g. the merge request's head
-    /// SHA) — a scratch checkout of that commit, all of it writable, kept for the next call on
-    /// the same commit. The context's default revision is not used: a command never runs on a
-    /// commit unless the call names it.
+    /// Where the command runs (absent: the context's revision — the request's `ref`, the CLI's
+    /// `--ref` —, as for every tool): `WORKTREE` — the work tree, read-only but for the entry's
+    /// `writable` directories; a commit, branch or tag (e.g. the merge request's head SHA) — a
+    /// scratch checkout of that commit, all of it writable, kept for the next call on the same
+    /// commit.
     #[serde(rename = "ref")]
     pub rev: Option<String>,
 }
@@ -122,8 +120,10 @@ impl GatewayTool for RunCheck {
     }
 
     fn description(&self) -> &'static str {
-        "Run a check command (tests, linter, type checker) in the repository's work tree, when \
-         the user enabled run_check and allowlisted the command. `argv` is executed without a \
+        "Run a check command (tests, linter, type checker), when the user enabled run_check \
+         and allowlisted the command, confined by a kernel sandbox: at `ref` WORKTREE in the \
+         work tree (read-only but for the entry's writable dirs), at a commit in a scratch \
+         checkout of it (writable, the work tree untouched). `argv` is executed without a \
          shell; the answer has the exit code, whether it timed out, and redacted stdout and \
          stderr (capped, `truncated: true` when cut). Disabled by default."
     }
@@ -326,16 +326,14 @@ fn prepare(
     if !config.enabled {
         return Err(disabled());
     }
-    // The commit to check out, or `None` for the work tree (resolved before anything runs).
-    let commit = match input.rev.as_deref() {
-        None | Some(WORKTREE) => {
+    // The commit to check out, or `None` for the work tree (resolved before anything runs):
+    // the call's `ref`, else the context's revision, as for every tool.
+    let commit = match ctx.revision(input.rev.as_deref())? {
+        ToolRevision::Commit(revision) => Some(revision.id),
+        ToolRevision::Worktree => {
             ctx.work_root()?;
             None
         }
-        Some(spec) => match ctx.revision(Some(spec))? {
-            ToolRevision::Commit(revision) => Some(revision.id),
-            ToolRevision::Worktree => None,
-        },
     };
     if input.argv.is_empty() {
         return Err(super::invalid_field(
@@ -381,12 +379,14 @@ fn prepare(
             }
             Ok(false) => {}
             Err(reason) => {
-                return Err(not_allowed(
-                    &input.argv,
-                    &reason,
-                    "Pass paths relative to the repository root; to let this entry's wildcards \
-                     match options, set `options = true` on it in the config file.",
-                ));
+                let remediation = if reason.contains("is an option") {
+                    "To let this entry's wildcards match options, set `options = true` on it \
+                     in the config file (or write the option into its pattern, e.g. \
+                     `--features=*`)."
+                } else {
+                    "Pass paths relative to the repository root."
+                };
+                return Err(not_allowed(&input.argv, &reason, remediation));
             }
         }
     }
