@@ -188,13 +188,24 @@ for row in "${rows[@]}"; do
   bare=("$program" "${argv[@]}")
   helper_unconfined=("$bin" __sandbox-exec "$unconfined" -- "${bare[@]}")
   helper_confined=("$bin" __sandbox-exec "$confined" -- "${bare[@]}")
-  cli=("$bin" tool run_check --repo "$repo" --config "$config" --input "$input")
+  cli=("$bin" tool run_check --repo "$repo" --ref WORKTREE --config "$config" --input "$input")
+  # The peer: bubblewrap as Anthropic's sandbox-runtime uses it on Linux (a read-only view of /,
+  # the scratch dir writable, new network and pid namespaces), when installed.
+  peer=()
+  if command -v bwrap >/dev/null 2>&1; then
+    peer=(bwrap --ro-bind / / --dev /dev --proc /proc --bind "$scratch" "$scratch"
+      --unshare-net --unshare-pid --die-with-parent -- "${bare[@]}")
+  fi
 
   # Each must succeed once, in the environment it is measured in (and run_check must say
   # exit code 0: the tool answers a failed command with exit status 0 too).
   check_runs bare "${bare[@]}"
   check_runs "helper unconfined" "${helper_unconfined[@]}"
   check_runs "helper confined" "${helper_confined[@]}"
+  peer_args=()
+  if [ ${#peer[@]} -gt 0 ] && (cd "$repo" && env -i "${cmd_env[@]}" "${peer[@]}" >/dev/null 2>&1); then
+    peer_args=(-n bwrap "$(printf '%q ' "${peer[@]}")")
+  fi
   answer=$(cd "$repo" && env -i "${cmd_env[@]}" REVIEW_AGENT_GATEWAY_HOME="$work/gateway" "${cli[@]}")
   grep -q '"exitCode": 0' <<<"$answer" || { echo "error: $label: run_check answered $answer" >&2; exit 1; }
   grep -q '"mode": "landlock"' <<<"$answer" || echo "warning: $label: run_check ran unconfined: $answer" >&2
@@ -206,7 +217,7 @@ for row in "${rows[@]}"; do
     -n bare "$(printf '%q ' "${bare[@]}")" \
     -n unconfined "$(printf '%q ' "${helper_unconfined[@]}")" \
     -n confined "$(printf '%q ' "${helper_confined[@]}")" \
-    -n cli "$(printf '%q ' "${cli[@]}")" >/dev/null 2>"$work/hyperfine.err") || {
+    -n cli "$(printf '%q ' "${cli[@]}")" "${peer_args[@]}" >/dev/null 2>"$work/hyperfine.err") || {
     cat "$work/hyperfine.err" >&2
     exit 1
   }
@@ -220,14 +231,16 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 def cell(r):
     return f"{r['mean'] * 1e3:.2f} ± {r['stddev'] * 1e3:.2f}"
 head = ["command", "bare", "helper unconfined", "helper confined", "run_check CLI",
-        "confined overhead (c − a, ms)", "ratio c/a"]
+        "confined overhead (c − a, ms)", "ratio c/a", "bwrap (peer)", "ratio c/bwrap"]
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
 for row in rows:
     r = {x["command"]: x for x in row["results"]}
     a, b, c, d = r["bare"], r["unconfined"], r["confined"], r["cli"]
+    e = r.get("bwrap")
+    peer = f"{cell(e)} | {c['mean'] / e['mean']:.2f}×" if e else "– | –"
     print(f"| `{row['label']}` | {cell(a)} | {cell(b)} | {cell(c)} | {cell(d)} | "
-          f"{(c['mean'] - a['mean']) * 1e3:+.2f} | {c['mean'] / a['mean']:.2f}× |")
+          f"{(c['mean'] - a['mean']) * 1e3:+.2f} | {c['mean'] / a['mean']:.2f}× | {peer} |")
 print()
 print("means ± stddev in ms; programs: " + ", ".join(sorted({r["program"] for r in rows})))
 PY
