@@ -1185,20 +1185,8 @@ fn run_check_over_http_runs_allowlisted_commands_and_dies_with_its_client() {
         payload.len()
     );
     stream.write_all(request.as_bytes()).expect("send");
-    let running = |want: bool| {
-        for _ in 0..100 {
-            let found = std::fs::read_dir("/proc")
-                .expect("/proc")
-                .filter_map(Result::ok)
-                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-                .any(|c| c.ends_with(format!("sleep\0{marker}\0").as_bytes()));
-            if found == want {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        false
-    };
+    let tail = format!("sleep\0{marker}\0").into_bytes();
+    let running = |want: bool| common::wait_process_running(&tail, want);
     assert!(running(true), "the command started");
     drop(stream);
     assert!(running(false), "the command died with its client");

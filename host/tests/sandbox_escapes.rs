@@ -10,7 +10,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::Duration;
 
 use common::http::{self, Response as Reply};
 use common::{git, read_port, token};
@@ -153,20 +152,7 @@ impl Gateway {
     }
 
     fn run_input(&self, input: Value) -> Reply {
-        let body = json!({
-            "gitlabOrigin": ORIGIN,
-            "projectPath": PROJECT,
-            "ref": "WORKTREE",
-            "input": input,
-        });
-        let auth = format!("Bearer {}", self.token);
-        http::request(
-            self.port,
-            "POST",
-            "/v1/tools/run_check",
-            &[("Authorization", &auth)],
-            Some(&body),
-        )
+        common::post_run_check(self.port, &self.token, "WORKTREE", input)
     }
 
     /// The command's output of a call that ran.
@@ -332,20 +318,8 @@ fn setsid_children_do_not_outlive_the_call() {
         "[[tools.run_check.commands]]\nargv = [\"sh\", \"-c\", \"*\"]\noptions = true\n",
     );
     let marker = format!("13{}", std::process::id());
-    let running = |want: bool| {
-        for _ in 0..100 {
-            let found = std::fs::read_dir("/proc")
-                .expect("/proc")
-                .filter_map(Result::ok)
-                .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-                .any(|c| c.ends_with(format!("sleep\0{marker}\0").as_bytes()));
-            if found == want {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    };
+    let tail = format!("sleep\0{marker}\0").into_bytes();
+    let running = |want: bool| common::wait_process_running(&tail, want);
     let script = format!("setsid sleep {marker} & setsid sh -c 'sleep {marker}' & echo started");
     let output = g.output(&["sh", "-c", &script]);
     assert_eq!(output["exitCode"], 0, "{output}");

@@ -165,20 +165,7 @@ impl Gateway {
 
     /// `POST /v1/tools/run_check` in the work tree.
     fn run(&self, input: Value) -> Reply {
-        let body = json!({
-            "gitlabOrigin": ORIGIN,
-            "projectPath": PROJECT,
-            "ref": "WORKTREE",
-            "input": input,
-        });
-        let auth = format!("Bearer {}", self.token);
-        http::request(
-            self.port,
-            "POST",
-            "/v1/tools/run_check",
-            &[("Authorization", &auth)],
-            Some(&body),
-        )
+        common::post_run_check(self.port, &self.token, "WORKTREE", input)
     }
 
     /// The output of a call that ran, confined.

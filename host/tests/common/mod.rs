@@ -130,3 +130,47 @@ pub fn run_browser_test(script: &str, args: &[&std::ffi::OsStr], hint: &str) -> 
     );
     stdout
 }
+
+/// Whether some process's command line (`/proc/<pid>/cmdline`, NUL-separated) ends with `tail`.
+pub fn process_running(tail: &[u8]) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| c.ends_with(tail))
+}
+
+/// Wait up to 5 s until [`process_running`]`(tail)` is `want`; whether it became so.
+pub fn wait_process_running(tail: &[u8], want: bool) -> bool {
+    for _ in 0..100 {
+        if process_running(tail) == want {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+/// `POST /v1/tools/run_check` for the project `group/project` of `https://gitlab.example.com`
+/// at the request's `rev`, with the daemon's bearer `token`.
+pub fn post_run_check(
+    port: u16,
+    token: &str,
+    rev: &str,
+    input: serde_json::Value,
+) -> http::Response {
+    let body = serde_json::json!({
+        "gitlabOrigin": "https://gitlab.example.com",
+        "projectPath": "group/project",
+        "ref": rev,
+        "input": input,
+    });
+    let auth = format!("Bearer {token}");
+    http::request(
+        port,
+        "POST",
+        "/v1/tools/run_check",
+        &[("Authorization", &auth)],
+        Some(&body),
+    )
+}
