@@ -18,6 +18,8 @@ use review_agent_gateway::review::{self, ReviewOptions};
 
 #[path = "cli/install.rs"]
 mod install_cli;
+#[path = "cli/mcp.rs"]
+mod mcp_cli;
 #[path = "cli/model.rs"]
 mod model_cli;
 #[path = "cli/native_host.rs"]
@@ -77,6 +79,10 @@ enum Command {
     /// native-messaging frames on stdin/stdout to the daemon's WebSocket, starting the daemon
     /// when it is not running. Only extensions in the allowlist may use it.
     NativeHost(native_host_cli::NativeHostArgs),
+    /// Speak MCP on stdio, relayed to the daemon's `/mcp` (started when not running): the
+    /// command for MCP clients whose configuration launches a program (Claude Desktop, Codex
+    /// CLI, IDEs). stdout carries MCP messages only.
+    Mcp(mcp_cli::McpArgs),
     /// List the configured model providers and where each one's API key comes from, or store
     /// (`set-key ID [--file]`) and remove (`delete-key ID`) a key: the OS keyring, or a key file
     /// only you can read. Keys are never printed.
@@ -366,6 +372,7 @@ fn main() -> ExitCode {
         Command::Uninstall(args) => install_cli::uninstall_command(args),
         Command::Doctor(args) => install_cli::doctor_command(args),
         Command::NativeHost(args) => native_host_cli::native_host_command(args),
+        Command::Mcp(args) => mcp_cli::mcp_command(args),
         Command::Providers(command) => providers_cli::providers_command(command),
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod frames;
 pub mod http;
+pub mod mcp_stdio;
 pub mod native;
 pub mod server;
 pub mod ws;

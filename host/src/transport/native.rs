@@ -407,6 +407,21 @@ impl DaemonConnector {
         self
     }
 
+    /// The port to reach the daemon on now: the running daemon's record, else
+    /// [`DaemonConnector::port`].
+    pub fn current_port(&self) -> u16 {
+        self.recorded_port().unwrap_or(self.port)
+    }
+
+    /// Start the daemon, detached (`<program> serve [--port N]`, stderr to
+    /// [`DaemonConnector::daemon_log`]).
+    ///
+    /// # Errors
+    /// `internal.error` when it cannot be spawned.
+    pub fn start_detached(&mut self) -> Result<(), GatewayError> {
+        self.start()
+    }
+
     /// The recorded daemon port, when it differs from [`DaemonConnector::port`].
     fn recorded_port(&self) -> Option<u16> {
         let record = crate::config::read_record_file(self.daemon_record.as_deref()?)?;
