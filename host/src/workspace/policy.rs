@@ -238,7 +238,9 @@ mod tests {
     use super::*;
 
     /// One row: platform, roots, candidate, expected answer (indexes of containing roots).
-    fn check_table(rows: &[(Os, &[&str], &str, Result<Vec<usize>, Refusal>)]) {
+    type Row<'a> = (Os, &'a [&'a str], &'a str, Result<Vec<usize>, Refusal>);
+
+    fn check_table(rows: &[Row<'_>]) {
         for (platform, roots, path, expect) in rows {
             assert_eq!(
                 &check(*platform, roots, path),
