@@ -95,8 +95,9 @@ pub mod codes {
     pub const SECURITY_TOKEN_FILE_INVALID: &str = "security.token_file_invalid";
     /// No tool with this name is registered (`tool list` shows them).
     pub const TOOL_NOT_FOUND: &str = "tool.not_found";
-    /// A tool was given a path that is absolute, climbs out with `..`, or resolves outside the
-    /// repository through a symbolic link (DESIGN §7).
+    /// A tool was given a path that is absolute, climbs out with `..`, goes into `.git`, or
+    /// resolves outside the repository (or the MCP workspace) through a symbolic link
+    /// (DESIGN §7, §12).
     pub const TOOL_PATH_OUTSIDE_REPOSITORY: &str = "tool.path_outside_repository";
     /// Nothing is stored at the path a tool was given (at that revision or in the work tree).
     pub const TOOL_PATH_NOT_FOUND: &str = "tool.path_not_found";
