@@ -41,6 +41,9 @@
 //!
 //! [native_messaging]           # extensions allowed to start `native-host`, besides the companion
 //! allowed_extensions = ["knldjmfmopnpolahpmmgbagdohdnhkik", "addon@example.org"]
+//!
+//! [mcp]                        # directories MCP clients may open (none: only the mappings, read-only)
+//! roots = [{ path = "/home/me/src" }, { path = "/home/me/scratch", writable = true }]
 //! ```
 //!
 //! Origins (`allowed_origins`, `gitlab_origin`) are `http(s)://host[:port]` with no path or
@@ -63,8 +66,8 @@ pub use daemon_record::{
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    Config, Limits, LoadedConfig, Mapping, NativeMessagingConfig, ProviderConfig, ProviderKind,
-    RunCheckCommand, RunCheckConfig, SandboxConfig, ToolsConfig,
+    Config, Limits, LoadedConfig, Mapping, McpConfig, McpRoot, NativeMessagingConfig,
+    ProviderConfig, ProviderKind, RunCheckCommand, RunCheckConfig, SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

@@ -95,8 +95,9 @@ pub mod codes {
     pub const SECURITY_TOKEN_FILE_INVALID: &str = "security.token_file_invalid";
     /// No tool with this name is registered (`tool list` shows them).
     pub const TOOL_NOT_FOUND: &str = "tool.not_found";
-    /// A tool was given a path that is absolute, climbs out with `..`, or resolves outside the
-    /// repository through a symbolic link (DESIGN §7).
+    /// A tool was given a path that is absolute, climbs out with `..`, goes into `.git`, or
+    /// resolves outside the repository (or the MCP workspace) through a symbolic link
+    /// (DESIGN §7, §12).
     pub const TOOL_PATH_OUTSIDE_REPOSITORY: &str = "tool.path_outside_repository";
     /// Nothing is stored at the path a tool was given (at that revision or in the work tree).
     pub const TOOL_PATH_NOT_FOUND: &str = "tool.path_not_found";
@@ -139,6 +140,23 @@ pub mod codes {
     /// A sandbox policy cannot be given to the kernel: a path is relative, has a `..`
     /// component, contains a NUL or is not UTF-8 (a bug in whoever built the policy).
     pub const SANDBOX_POLICY_INVALID: &str = "sandbox.policy_invalid";
+    /// `workspace_open` was given a directory inside no allowed root (`[mcp] roots`, the
+    /// mappings' local paths), compared by path component after resolving symbolic links; also
+    /// a workspace whose directory has left every root configured now (DESIGN §12).
+    pub const WORKSPACE_OUTSIDE_ROOTS: &str = "workspace.outside_roots";
+    /// The directory given to `workspace_open`, or an open workspace's directory, does not
+    /// exist (or cannot be reached), or is no longer the directory the handle was bound to.
+    pub const WORKSPACE_NOT_FOUND: &str = "workspace.not_found";
+    /// `workspace_open` was given something that is not a directory.
+    pub const WORKSPACE_NOT_A_DIRECTORY: &str = "workspace.not_a_directory";
+    /// `workspace_open` was given the root of a file system (`/`, `C:\`, `\\server\share\`).
+    pub const WORKSPACE_FILESYSTEM_ROOT: &str = "workspace.filesystem_root";
+    /// `workspace_open` was given a directory inside a `.git` directory.
+    pub const WORKSPACE_INSIDE_GIT_DIR: &str = "workspace.inside_git_dir";
+    /// No workspace has this handle (never opened here, or not a `ws_` handle).
+    pub const WORKSPACE_UNKNOWN: &str = "workspace.unknown";
+    /// A write in a workspace no writable root holds (`[mcp] roots` with `writable = true`).
+    pub const WORKSPACE_READ_ONLY: &str = "workspace.read_only";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

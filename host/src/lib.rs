@@ -20,5 +20,6 @@ pub mod security;
 pub mod store;
 pub mod tools;
 pub mod transport;
+pub mod workspace;
 
 pub use error::GatewayError;

@@ -35,6 +35,7 @@
 //! | `idempotency` | request id | [`IdempotencyRecord`] |
 //! | `review_cache` | cache key | run id (text) |
 //! | `mapping_proposals` | proposal id | [`MappingProposal`] |
+//! | `workspaces` | `ws_` handle | [`WorkspaceRecord`] |
 //! | `meta` | `schemaVersion` | `u64` |
 //!
 //! Every write is one redb transaction committed with immediate durability (fsync), so what a
@@ -67,7 +68,7 @@ use time::format_description::well_known::Rfc3339;
 
 pub use error::StoreError;
 pub use hash::payload_hash;
-pub use record::{IdempotencyRecord, MappingProposal, RunRecord};
+pub use record::{IdempotencyRecord, MappingProposal, RunRecord, WorkspaceRecord};
 
 use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
 
@@ -78,6 +79,9 @@ const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events
 const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
 const CACHE: TableDefinition<&str, &str> = TableDefinition::new("review_cache");
 const MAPPINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("mapping_proposals");
+/// Opened MCP workspaces (DESIGN §12). Added without a schema version change: an older gateway
+/// ignores the table.
+const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The table of [`Store::probe`]: empty but while a probe runs.
@@ -200,6 +204,7 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
         txn.open_table(IDEMPOTENCY)?;
         txn.open_table(CACHE)?;
         txn.open_table(MAPPINGS)?;
+        txn.open_table(WORKSPACES)?;
         let mut meta = txn.open_table(META)?;
         let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
         match stored {
@@ -902,6 +907,45 @@ impl Store {
             Ok(existed)
         })
     }
+
+    /// Stores an opened workspace under its handle, replacing one with the same handle.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn put_workspace(&self, w: &WorkspaceRecord) -> Result<(), StoreError> {
+        self.guard(Access::Write, || {
+            let bytes = encode("workspaces", &w.handle, w)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            txn.open_table(WORKSPACES)?
+                .insert(w.handle.as_str(), bytes.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        })
+    }
+
+    /// The workspace with this handle, `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn get_workspace(&self, handle: &str) -> Result<Option<WorkspaceRecord>, StoreError> {
+        self.guard(Access::Read, || {
+            read::get_workspace(&self.db()?.begin_read()?, handle)
+        })
+    }
+
+    /// Every stored workspace, by handle.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError> {
+        self.guard(Access::Read, || read::workspaces(&self.db()?.begin_read()?))
+    }
 }
 
 // === impl StoreCloser ===
@@ -1136,6 +1180,31 @@ mod read {
         Ok(out)
     }
 
+    pub(super) fn get_workspace(
+        txn: &ReadTransaction,
+        handle: &str,
+    ) -> Result<Option<WorkspaceRecord>, StoreError> {
+        let Some(workspaces) = table(txn, WORKSPACES)? else {
+            return Ok(None);
+        };
+        workspaces
+            .get(handle)?
+            .map(|bytes| decode("workspaces", handle, bytes.value()))
+            .transpose()
+    }
+
+    pub(super) fn workspaces(txn: &ReadTransaction) -> Result<Vec<WorkspaceRecord>, StoreError> {
+        let Some(workspaces) = table(txn, WORKSPACES)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for entry in workspaces.iter()? {
+            let (key, value) = entry?;
+            out.push(decode("workspaces", key.value(), value.value())?);
+        }
+        Ok(out)
+    }
+
     pub(super) fn mapping_proposals(
         txn: &ReadTransaction,
     ) -> Result<Vec<MappingProposal>, StoreError> {
@@ -1185,7 +1254,7 @@ fn decode<T: DeserializeOwned>(
 }
 
 /// Now, as RFC 3339 UTC with milliseconds, like event timestamps.
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     let format = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );

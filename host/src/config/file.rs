@@ -46,6 +46,8 @@ pub struct Config {
     pub native_messaging: NativeMessagingConfig,
     /// How commands are confined (`[sandbox]`, DESIGN §13).
     pub sandbox: SandboxConfig,
+    /// What MCP clients may reach (`[mcp]`, DESIGN §12).
+    pub mcp: McpConfig,
 }
 
 impl Default for Config {
@@ -63,7 +65,64 @@ impl Default for Config {
             tools: ToolsConfig::default(),
             native_messaging: NativeMessagingConfig::default(),
             sandbox: SandboxConfig::default(),
+            mcp: McpConfig::default(),
         }
+    }
+}
+
+/// `[mcp]`: the directories MCP clients may open as workspaces (DESIGN §12; see
+/// [`crate::workspace`]).
+///
+/// ```toml
+/// [mcp]
+/// roots = [
+///   { path = "/home/me/src" },                       # read-only (the default)
+///   { path = "/home/me/scratch", writable = true },  # file writes allowed
+/// ]
+/// ```
+///
+/// No roots: every directory is refused, except the confirmed mappings' `local_path`s, which
+/// are read-only roots of their own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// Allowed roots (absolute paths). Default: none.
+    pub roots: Vec<McpRoot>,
+}
+
+/// One allowed root (`[mcp] roots = [{ path = "…", writable = false }]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpRoot {
+    /// The directory, absolute. A workspace may be it or any directory below it (a filesystem
+    /// root such as `/` never is).
+    pub path: PathBuf,
+    /// Whether the write tools may change files in workspaces under it. Default `false`.
+    #[serde(default)]
+    pub writable: bool,
+}
+
+impl McpConfig {
+    fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        for (i, root) in self.roots.iter().enumerate() {
+            let at = || vec![key("roots"), Seg::Index(i), key("path")];
+            if !root.path.is_absolute() {
+                return Err((
+                    at(),
+                    format!("`{}` is not an absolute path", root.path.display()),
+                ));
+            }
+            if root.path.parent().is_none() {
+                return Err((
+                    at(),
+                    format!(
+                        "`{}` is a filesystem root; give the directories to share below it",
+                        root.path.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -688,6 +747,11 @@ impl Config {
         }
         if let Err((segs, message)) = self.sandbox.check() {
             let mut path = vec![key("sandbox")];
+            path.extend(segs);
+            return Err((path, message));
+        }
+        if let Err((segs, message)) = self.mcp.check() {
+            let mut path = vec![key("mcp")];
             path.extend(segs);
             return Err((path, message));
         }

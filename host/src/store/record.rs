@@ -226,3 +226,22 @@ pub struct MappingProposal {
     /// The browser `Origin` that proposed it, if the request had one.
     pub origin: Option<String>,
 }
+
+// === WorkspaceRecord ===
+
+/// An opened MCP workspace (DESIGN §12): an opaque handle bound to a canonical directory.
+/// Whether it may be used, and written, is decided again on every use against the roots
+/// configured then ([`crate::workspace::Workspaces::get`]); this record only remembers the
+/// binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRecord {
+    /// `ws_` and 32 lowercase hex digits (128 random bits).
+    pub handle: String,
+    /// The canonical directory, as the platform wrote it.
+    pub path: String,
+    /// Whether a root allowed writes when it was opened (informative).
+    pub writable: bool,
+    /// RFC 3339, UTC.
+    pub opened_at: String,
+}

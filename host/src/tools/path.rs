@@ -7,6 +7,10 @@
 //! leaves the repository is refused, any other link is reported. In the work tree
 //! ([`resolve_in_worktree`]) the path is canonicalized and must stay under the canonical root,
 //! compared component by component, so a sibling `repo-evil/` is not "inside" `repo/`.
+//!
+//! The same rules serve paths inside an MCP workspace (DESIGN §12, [`crate::workspace`]):
+//! [`normalize_in`] and [`resolve_in`] take a [`Base`], which changes the words of the errors
+//! and the `.git` rule (a workspace may hold repositories, so `.git` is refused at any depth).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -40,13 +44,51 @@ pub enum EntryAt {
     },
 }
 
+/// What tool paths are relative to: the words of their errors and where `.git` is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// A repository, at a commit or in its work tree: `.git` is refused as the first component
+    /// (git's own data; a nested repository's files are the repository's content).
+    Repository,
+    /// An MCP workspace (DESIGN §12): a directory that may hold repositories or lie inside one,
+    /// so a `.git` component is refused at any depth (writing `.git/hooks` runs code; `.git/config`
+    /// may hold credentials).
+    Workspace,
+}
+
+impl Base {
+    /// `repository` or `workspace`, for messages.
+    fn noun(self) -> &'static str {
+        match self {
+            Base::Repository => "repository",
+            Base::Workspace => "workspace",
+        }
+    }
+
+    /// Whether `components` (from the base) go into `.git` under this base's rule.
+    fn into_git<'a>(self, mut components: impl Iterator<Item = &'a std::ffi::OsStr>) -> bool {
+        let is_git = |c: &std::ffi::OsStr| c.eq_ignore_ascii_case(".git");
+        match self {
+            Base::Repository => components.next().is_some_and(is_git),
+            Base::Workspace => components.any(is_git),
+        }
+    }
+}
+
 fn outside(path: &str, why: &str) -> GatewayError {
+    outside_in(Base::Repository, path, why)
+}
+
+fn outside_in(base: Base, path: &str, why: &str) -> GatewayError {
+    let noun = base.noun();
     GatewayError::new(
         codes::TOOL_PATH_OUTSIDE_REPOSITORY,
         format!("`{}` is refused: {why}", printable(path)),
-        "Give a path relative to the repository root, using '/', without '..' that leaves the \
-         root; files reached through a symbolic link that points outside the repository cannot \
-         be read.",
+        format!(
+            "Give a path relative to the {noun} root, using '/', without '..' that leaves the \
+             root; files reached through a symbolic link that points outside the {noun} cannot \
+             be read."
+        ),
     )
 }
 
@@ -54,25 +96,34 @@ fn printable(path: &str) -> String {
     path.escape_debug().to_string()
 }
 
+/// Normalize a repository tool path lexically: [`normalize_in`] with [`Base::Repository`].
+///
+/// # Errors
+/// As [`normalize_in`].
+pub fn normalize(path: &str) -> Result<String, GatewayError> {
+    normalize_in(Base::Repository, path)
+}
+
 /// Normalize a tool path lexically: drop `.` and empty components, apply `..`.
 ///
-/// Returns the `/`-joined components; an empty string names the repository root.
+/// Returns the `/`-joined components; an empty string names the root (of the repository or
+/// workspace).
 ///
 /// # Errors
 /// `tool.path_outside_repository` for an absolute path, a `..` that climbs above the root, a
-/// NUL byte, a backslash, or a path into `.git`.
-pub fn normalize(path: &str) -> Result<String, GatewayError> {
+/// NUL byte, a backslash, or a path into `.git` (see [`Base`]).
+pub fn normalize_in(base: Base, path: &str) -> Result<String, GatewayError> {
+    let outside = |why: &str| outside_in(base, path, why);
     if path.contains('\0') {
-        return Err(outside(path, "it contains a NUL byte"));
+        return Err(outside("it contains a NUL byte"));
     }
     if path.contains('\\') {
         return Err(outside(
-            path,
             "it contains a backslash (separate components with '/')",
         ));
     }
     if path.starts_with('/') || has_drive_prefix(path) {
-        return Err(outside(path, "it is absolute"));
+        return Err(outside("it is absolute"));
     }
     let mut components: Vec<&str> = Vec::new();
     for component in path.split('/') {
@@ -80,20 +131,20 @@ pub fn normalize(path: &str) -> Result<String, GatewayError> {
             "" | "." => {}
             ".." => {
                 if components.pop().is_none() {
-                    return Err(outside(path, "its '..' climbs out of the repository"));
+                    return Err(outside(&format!(
+                        "its '..' climbs out of the {}",
+                        base.noun()
+                    )));
                 }
             }
             name => components.push(name),
         }
     }
-    if components
-        .first()
-        .is_some_and(|c| c.eq_ignore_ascii_case(".git"))
-    {
-        return Err(outside(
-            path,
-            "`.git` holds git's own data, not repository files",
-        ));
+    if base.into_git(components.iter().map(|c| c.as_ref())) {
+        return Err(outside(&format!(
+            "`.git` holds git's own data, not {} files",
+            base.noun()
+        )));
     }
     Ok(components.join("/"))
 }
@@ -226,27 +277,42 @@ pub fn lookup_at(
     Ok(None)
 }
 
-/// The canonical location of normalized `path` under the canonical work tree `root`.
+/// The canonical location of normalized `path` under the canonical work tree `root`:
+/// [`resolve_in`] with [`Base::Repository`].
+///
+/// # Errors
+/// As [`resolve_in`].
+pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
+    resolve_in(Base::Repository, root, path)
+}
+
+/// The canonical location of normalized `path` (from [`normalize_in`]) under the canonical
+/// directory `root` (a work tree, or a workspace's directory).
 ///
 /// # Errors
 /// `tool.path_outside_repository` when the path (or, for a missing path, its nearest existing
-/// ancestor) resolves outside `root` or into `.git`; `tool.path_not_found` when nothing is there.
-pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
+/// ancestor) resolves outside `root` or into `.git` (see [`Base`]); `tool.path_not_found`
+/// when nothing is there.
+pub fn resolve_in(base: Base, root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
     let joined = join_lossy(root, path)?;
     let check = |canonical: &Path| -> Result<(), GatewayError> {
-        // `Path::starts_with` compares whole components: `/x/repo-evil` is not under `/x/repo`.
+        // `Path::strip_prefix` compares whole components: `/x/repo-evil` is not under `/x/repo`.
         let Ok(rest) = canonical.strip_prefix(root) else {
-            return Err(outside(
+            return Err(outside_in(
+                base,
                 path,
-                "it resolves outside the repository through a symbolic link",
+                &format!(
+                    "it resolves outside the {} through a symbolic link",
+                    base.noun()
+                ),
             ));
         };
-        if rest
-            .components()
-            .next()
-            .is_some_and(|c| c == Component::Normal(".git".as_ref()))
-        {
-            return Err(outside(path, "it resolves into `.git`"));
+        let components = rest.components().filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        });
+        if base.into_git(components) {
+            return Err(outside_in(base, path, "it resolves into `.git`"));
         }
         Ok(())
     };
@@ -272,11 +338,13 @@ pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayEr
                             .map(|t| t.to_string_lossy().into_owned())
                             .unwrap_or_default();
                         if !link_stays_inside(&components[..i], &target) {
-                            return Err(outside(
+                            return Err(outside_in(
+                                base,
                                 path,
                                 &format!(
-                                    "`{}` is a symbolic link that points outside the repository",
-                                    components[..=i].join("/")
+                                    "`{}` is a symbolic link that points outside the {}",
+                                    components[..=i].join("/"),
+                                    base.noun()
                                 ),
                             ));
                         }
@@ -285,7 +353,14 @@ pub fn resolve_in_worktree(root: &Path, path: &str) -> Result<PathBuf, GatewayEr
                     Err(_) => break,
                 }
             }
-            Err(not_found(path, "in the work tree"))
+            Err(match base {
+                Base::Repository => not_found(path, "in the work tree"),
+                Base::Workspace => GatewayError::new(
+                    codes::TOOL_PATH_NOT_FOUND,
+                    format!("nothing is at `{}` in the workspace", printable(path)),
+                    "Check the path (relative to the workspace's directory, with '/').",
+                ),
+            })
         }
     }
 }
@@ -422,6 +497,30 @@ mod tests {
             let err = normalize(bad).expect_err(bad);
             assert_eq!(err.code, codes::TOOL_PATH_OUTSIDE_REPOSITORY, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn workspace_paths() {
+        for (input, expect) in [("a/b", "a/b"), ("p/.github/x", "p/.github/x"), ("", "")] {
+            let got = normalize_in(Base::Workspace, input);
+            assert_eq!(got.ok().as_deref(), Some(expect), "{input:?}");
+        }
+        // `.git` at any depth in a workspace; only first in a repository.
+        for bad in [
+            "p/.git/hooks/pre-commit",
+            "a/b/.GIT",
+            ".git",
+            "../x",
+            "/etc",
+        ] {
+            let err = normalize_in(Base::Workspace, bad).expect_err(bad);
+            assert_eq!(err.code, codes::TOOL_PATH_OUTSIDE_REPOSITORY, "{bad:?}");
+            assert!(err.remediation.contains("workspace"), "{}", err.remediation);
+        }
+        assert_eq!(
+            normalize("p/.git/config").ok().as_deref(),
+            Some("p/.git/config")
+        );
     }
 
     #[test]

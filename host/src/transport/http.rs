@@ -727,8 +727,15 @@ pub fn status_for(code: &str) -> StatusCode {
         | codes::REQUEST_HOST_NOT_ALLOWED
         | codes::TOOL_DISABLED
         | codes::TOOL_COMMAND_NOT_ALLOWED
-        | codes::SANDBOX_DENIED => StatusCode::FORBIDDEN,
+        | codes::SANDBOX_DENIED
+        // A directory the configured roots do not let MCP clients reach, or write.
+        | codes::WORKSPACE_OUTSIDE_ROOTS
+        | codes::WORKSPACE_FILESYSTEM_ROOT
+        | codes::WORKSPACE_INSIDE_GIT_DIR
+        | codes::WORKSPACE_READ_ONLY => StatusCode::FORBIDDEN,
         codes::RUN_NOT_FOUND
+        | codes::WORKSPACE_NOT_FOUND
+        | codes::WORKSPACE_UNKNOWN
         | codes::REPOSITORY_NOT_MAPPED
         | codes::REQUEST_NOT_FOUND
         | codes::TOOL_NOT_FOUND
@@ -751,7 +758,9 @@ pub fn status_for(code: &str) -> StatusCode {
             || c.starts_with("rules.")
             || c.starts_with("repository.")
             || c.starts_with("tool.")
-            || c.starts_with("review.") =>
+            || c.starts_with("review.")
+            // `workspace.not_a_directory`.
+            || c.starts_with("workspace.") =>
         {
             StatusCode::BAD_REQUEST
         }
