@@ -87,6 +87,21 @@ pub fn service(
     )
 }
 
+/// rmcp answers a session's `DELETE` with 202 Accepted, which the Python SDK logs as a failed
+/// termination (it expects 200 or 204, as the other SDKs send): the session is gone at once, so
+/// 204 No Content says what happened.
+pub async fn ended_session(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 // === impl McpTools ===
 
 /// The `rmcp` server handler: the engine's tools as MCP tools (see the module docs).

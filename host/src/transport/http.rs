@@ -102,7 +102,12 @@ pub fn router(state: HttpState) -> Router {
     let mcp = crate::mcp::service(state.gateway.clone(), state.stop.child_token());
     routes()
         .route("/v1/ws", get(super::ws::upgrade).with_state(ws))
-        .nest_service(crate::mcp::PATH, mcp)
+        .nest_service(
+            crate::mcp::PATH,
+            tower::ServiceBuilder::new()
+                .layer(middleware::from_fn(crate::mcp::ended_session))
+                .service(mcp),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }
