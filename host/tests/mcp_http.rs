@@ -396,3 +396,51 @@ fn the_2026_stateless_flow() {
     let stream = d.mcp("GET", &[v], None);
     assert_eq!(stream.status, 405, "{}", stream.body);
 }
+
+#[test]
+fn sigterm_ends_an_open_session_stream() {
+    use std::io::{Read, Write};
+    let mut d = Daemon::start();
+    let session = initialize(&d);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    assert_eq!(d.mcp("POST", &in_session, Some(&initialized)).status, 202);
+    // The server stream a 2025 client keeps open for the whole session.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\n\r\n",
+        d.port, d.token
+    )
+    .expect("write");
+    let mut head = [0u8; 12];
+    stream
+        .read_exact(&mut head)
+        .expect("the stream's status line");
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let started = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = loop {
+        if let Some(status) = d.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "serve still running with an MCP stream open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+}
