@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod globs;
 pub mod logging;
+pub mod mcp;
 pub mod protocol;
 pub mod providers;
 pub mod repo;

@@ -36,6 +36,11 @@ impl Gateway {
             .collect()
     }
 
+    /// The one tool registry, which `/v1/tools`, the model loop and MCP ([`crate::mcp`]) serve.
+    pub fn tool_registry(&self) -> &tools::Registry {
+        &self.inner.tools
+    }
+
     /// Names of the tools this gateway's config lets run, sorted (`capabilities.tools`).
     pub(super) fn enabled_tool_names(&self, config: &Config) -> Vec<String> {
         self.inner

@@ -63,6 +63,8 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub struct HttpState {
     gateway: Gateway,
     security: Arc<Security>,
+    // Cancelled when the daemon stops: ends `/mcp`'s open streams and sessions.
+    stop: tokio_util::sync::CancellationToken,
 }
 
 struct Security {
@@ -77,19 +79,35 @@ impl HttpState {
         HttpState {
             gateway,
             security: Arc::new(Security { token, port }),
+            stop: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// The same state, whose `/mcp` streams and sessions end when `stop` is cancelled (the
+    /// daemon's shutdown: an open MCP stream must not hold the graceful drain open).
+    pub fn with_stop(mut self, stop: tokio_util::sync::CancellationToken) -> Self {
+        self.stop = stop;
+        self
     }
 }
 
 /// The `/v1` router with the security layers (see the module docs), `/v1/ws` included: its
-/// `request` frames are served by the same routes and layers (everything but `/v1/ws`).
+/// `request` frames are served by the same routes and layers (everything but `/v1/ws` and
+/// `/mcp`). `/mcp` ([`crate::mcp`]) is behind the same layers: rmcp's own checks are not ours.
 pub fn router(state: HttpState) -> Router {
     let frames = routes()
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state.clone());
     let ws = super::ws::WsState::new(frames, state.gateway.clone(), state.security.port);
+    let mcp = crate::mcp::service(state.gateway.clone(), state.stop.child_token());
     routes()
         .route("/v1/ws", get(super::ws::upgrade).with_state(ws))
+        .nest_service(
+            crate::mcp::PATH,
+            tower::ServiceBuilder::new()
+                .layer(middleware::from_fn(crate::mcp::ended_session))
+                .service(mcp),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }

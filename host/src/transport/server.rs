@@ -59,7 +59,8 @@ pub async fn serve(
             "Retry.",
         )
     })?;
-    let state = HttpState::new(gateway.clone(), token, addr.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let state = HttpState::new(gateway.clone(), token, addr.port()).with_stop(stop.clone());
     // The handlers are registered before the listening line goes out: a SIGTERM sent as soon
     // as it is read must stop the daemon gracefully, not kill it.
     let signalled = shutdown_signal();
@@ -82,7 +83,6 @@ pub async fn serve(
     // On SIGTERM/Ctrl-C the server stops accepting and waits for its connections while the
     // engine gives running reviews their grace and then interrupts them — which ends the event
     // streams those connections are waiting on (a model review's may last minutes).
-    let stop = tokio_util::sync::CancellationToken::new();
     let signal = tokio::spawn({
         let stop = stop.clone();
         async move {

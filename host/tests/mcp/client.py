@@ -1,0 +1,46 @@
+"""A real MCP client against the gateway's /mcp: the official Python SDK (`mcp` 2.x).
+
+Run by host/tests/mcp_http.rs with the test venv's python:
+    client.py URL TOKEN MODE ORIGIN PROJECT
+MODE is `legacy` (initialize, Mcp-Session-Id) or `2026-07-28` (stateless). Prints one JSON
+object: the negotiated version, the tools as listed, and the answers of four calls.
+"""
+
+import asyncio
+import json
+import sys
+
+import httpx2
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+
+def wire(model):
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def main(url, token, mode, origin, project):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    report = {"mode": mode}
+    async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        report["protocolVersion"] = str(client.session.protocol_version)
+        report["tools"] = [wire(t) for t in (await client.list_tools()).tools]
+        target = {"gitlabOrigin": origin, "projectPath": project}
+        report["read"] = wire(await client.call_tool("file_read", {**target, "path": "app.py"}))
+        report["badPath"] = wire(
+            await client.call_tool("file_read", {**target, "path": "../outside.txt"})
+        )
+        report["unmapped"] = wire(
+            await client.call_tool("file_read", {"gitlabOrigin": origin, "projectPath": "no/such", "path": "app.py"})
+        )
+        try:
+            answer = await client.call_tool("no_such_tool", target)
+            report["unknown"] = {"result": wire(answer)}
+        except MCPError as error:
+            report["unknown"] = {"code": error.code, "message": error.message}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:6]))

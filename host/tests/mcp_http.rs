@@ -1,0 +1,446 @@
+//! `/mcp` on the daemon (issue 14): a real MCP client — the official Python SDK, `mcp` 2.x, in
+//! both protocol eras — and the transport rules of `shared/notes/mcp.md` over raw HTTP.
+//!
+//! The Python client runs from `<workspace>/target/test-venv`, which `.ci/run` installs (`mcp`
+//! and `httpx2` pinned there); the script is `tests/mcp/client.py`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use common::http::{self, Response as Reply};
+use common::{read_port, token};
+use serde_json::{Value, json};
+
+const ORIGIN: &str = "https://gitlab.example.com";
+const PROJECT: &str = "group/project";
+const APP: &str = "import os\nprint(os.name)\n";
+
+/// The tools MCP offers today: the read-only repository tools (not `run_check`).
+const OFFERED: [&str; 6] = [
+    "code_search",
+    "file_read",
+    "file_read_diff",
+    "file_search",
+    "git_history",
+    "symbol_search",
+];
+
+/// A running `serve` with one confirmed mapping onto a fresh repository.
+struct Daemon {
+    child: Child,
+    port: u16,
+    token: String,
+    _home: tempfile::TempDir,
+    _repo: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let (repo, _, _) = common::app_repository("import os\n", APP);
+        let home = tempfile::tempdir().expect("temp dir");
+        let config_dir = home.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("mkdir");
+        let config = format!(
+            "allowed_origins = [\"{ORIGIN}\"]\n\n[[mappings]]\ngitlab_origin = \"{ORIGIN}\"\n\
+             project_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n",
+            repo.path().display()
+        );
+        std::fs::write(config_dir.join("config.toml"), config).expect("write config");
+        let mut child = http::spawn_serve(home.path(), &[]);
+        let port = read_port(&mut child);
+        Daemon {
+            child,
+            port,
+            token: token(home.path()),
+            _home: home,
+            _repo: repo,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// A raw request to `/mcp` with the token, MCP's `Accept` and `extra` headers.
+    fn mcp(&self, method: &str, extra: &[(&str, &str)], body: Option<&Value>) -> Reply {
+        let auth = format!("Bearer {}", self.token);
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        http::request(self.port, method, "/mcp", &headers, body)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace")
+        .to_owned()
+}
+
+/// The JSON-RPC message of an answer: the body, or the last `data:` line of an SSE body.
+fn rpc(reply: &Reply) -> Value {
+    if reply
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/event-stream"))
+    {
+        let data = reply
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|d| d.starts_with('{'))
+            .unwrap_or_else(|| panic!("no message in the stream: {}", reply.body));
+        serde_json::from_str(data).expect("JSON-RPC message")
+    } else {
+        reply.json()
+    }
+}
+
+// === the Python SDK ===
+
+#[test]
+fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
+    let python = workspace().join("target/test-venv/bin/python");
+    let has_sdk = Command::new(&python)
+        .args(["-c", "import mcp.client, httpx2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_sdk,
+        "{} cannot import the MCP SDK: run `bash .ci/run` once (it installs `mcp` and `httpx2` \
+         into target/test-venv)",
+        python.display()
+    );
+    let d = Daemon::start();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
+        let out = Command::new(&python)
+            .arg(&script)
+            .args([&d.url(), &d.token, mode, ORIGIN, PROJECT])
+            .output()
+            .expect("python runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}: {stderr}");
+        // e.g. "Session termination failed: 202" (our DELETE answers 204).
+        assert!(!stderr.contains("failed"), "{mode}: {stderr}");
+        let report: Value = serde_json::from_slice(&out.stdout).expect("the script's JSON");
+        assert_eq!(report["protocolVersion"], version, "{mode}");
+
+        let tools = report["tools"].as_array().expect("tools");
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names, OFFERED, "{mode}");
+        for tool in tools {
+            assert_eq!(
+                tool["annotations"],
+                json!({
+                    "readOnlyHint": true,
+                    "destructiveHint": false,
+                    "idempotentHint": true,
+                    "openWorldHint": false
+                }),
+                "{mode}: {}",
+                tool["name"]
+            );
+            assert!(!tool["description"].as_str().unwrap_or_default().is_empty());
+            let schema = &tool["inputSchema"];
+            for field in ["gitlabOrigin", "projectPath"] {
+                assert!(
+                    schema["required"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|f| f == field))
+                        || schema["oneOf"]
+                            .as_array()
+                            .is_some_and(|branches| branches.iter().all(|b| b["required"]
+                                .as_array()
+                                .is_some_and(|r| r.iter().any(|f| f == field)))),
+                    "{mode}: {field} not required by {schema}"
+                );
+            }
+        }
+
+        let read = &report["read"];
+        assert_ne!(read["isError"], true, "{mode}: {read}");
+        let data = &read["structuredContent"];
+        assert_eq!(data["tool"], "file_read", "{mode}: {read}");
+        assert_eq!(data["output"]["text"], APP, "{mode}: {read}");
+        assert_eq!(data["ref"], "main", "{mode}: {read}");
+        let copy: Value = serde_json::from_str(read["content"][0]["text"].as_str().expect("text"))
+            .expect("the text copy is JSON");
+        assert_eq!(&copy, data, "{mode}");
+
+        let bad = &report["badPath"];
+        assert_eq!(bad["isError"], true, "{mode}: {bad}");
+        assert_eq!(
+            bad["structuredContent"]["code"], "tool.path_outside_repository",
+            "{mode}: {bad}"
+        );
+        assert!(
+            !bad["structuredContent"]["remediation"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+        );
+        let unmapped = &report["unmapped"];
+        assert_eq!(unmapped["isError"], true, "{mode}: {unmapped}");
+        assert_eq!(
+            unmapped["structuredContent"]["code"], "repository.not_mapped",
+            "{mode}"
+        );
+        assert_eq!(report["unknown"]["code"], -32602, "{mode}: {report}");
+    }
+}
+
+// === transport rules over raw HTTP ===
+
+fn initialize(d: &Daemon) -> String {
+    let reply = d.mcp(
+        "POST",
+        &[],
+        Some(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": "raw", "version": "1" }
+            }
+        })),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(rpc(&reply)["result"]["protocolVersion"], "2025-11-25");
+    let session = reply
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    assert!(
+        !session.is_empty() && session.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+        "{session:?}"
+    );
+    session
+}
+
+#[test]
+fn our_host_origin_and_token_checks_guard_mcp() {
+    let d = Daemon::start();
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    let accept = ("Accept", "application/json, text/event-stream");
+
+    let none = http::request(d.port, "POST", "/mcp", &[accept], Some(&list));
+    assert_eq!(none.status, 401, "{}", none.body);
+    assert_eq!(none.error_code(), "auth.token_missing");
+    let wrong = http::request(
+        d.port,
+        "POST",
+        "/mcp",
+        &[accept, ("Authorization", "Bearer nope")],
+        Some(&list),
+    );
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+
+    let origin = d.mcp("POST", &[("Origin", "https://evil.example")], Some(&list));
+    assert_eq!(origin.status, 403, "{}", origin.body);
+    assert_eq!(origin.error_code(), "origin.not_allowed");
+    let host = d.mcp("POST", &[("Host", "evil.example:80")], Some(&list));
+    assert_eq!(host.status, 403, "{}", host.body);
+    assert_eq!(host.error_code(), "request.host_not_allowed");
+    let rebound = format!("attacker.example:{}", d.port);
+    let host = d.mcp("GET", &[("Host", &rebound)], None);
+    assert_eq!(host.status, 403, "{}", host.body);
+}
+
+#[test]
+fn the_2025_session_flow() {
+    let d = Daemon::start();
+    let session = initialize(&d);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let note = d.mcp("POST", &in_session, Some(&initialized));
+    assert_eq!(note.status, 202, "{}", note.body);
+    assert!(note.body.is_empty(), "{}", note.body);
+
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    let listed = d.mcp("POST", &in_session, Some(&list));
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        rpc(&listed)["result"]["tools"].as_array().map(Vec::len),
+        Some(6)
+    );
+
+    let unknown = d.mcp(
+        "POST",
+        &[
+            ("Mcp-Session-Id", "no-such-session"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        Some(&list),
+    );
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    let without = d.mcp(
+        "POST",
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        Some(&list),
+    );
+    assert_eq!(without.status, 400, "{}", without.body);
+    let version = d.mcp(
+        "POST",
+        &[
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "1999-01-01"),
+        ],
+        Some(&list),
+    );
+    assert_eq!(version.status, 400, "{}", version.body);
+
+    let ended = d.mcp("DELETE", &in_session, None);
+    assert_eq!(ended.status, 204, "{}", ended.body);
+    let after = d.mcp("POST", &in_session, Some(&list));
+    assert_eq!(after.status, 404, "{}", after.body);
+    // rmcp ends a session idempotently: a second DELETE succeeds too (it changes nothing).
+    let again = d.mcp("DELETE", &in_session, None);
+    assert_eq!(again.status, 204, "{}", again.body);
+}
+
+#[test]
+fn the_2026_stateless_flow() {
+    let d = Daemon::start();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "1" }
+    });
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+
+    let discover = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": { "_meta": meta }
+    });
+    let found = d.mcp(
+        "POST",
+        &[v, ("Mcp-Method", "server/discover")],
+        Some(&discover),
+    );
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(found.header("mcp-session-id").is_none());
+    let result = &rpc(&found)["result"];
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v == "2026-07-28")),
+        "{result}"
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+
+    let call = |name: &str, header_name: &str| {
+        let body = json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {
+                "_meta": meta,
+                "name": name,
+                "arguments": { "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "path": "app.py" }
+            }
+        });
+        d.mcp(
+            "POST",
+            &[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", header_name)],
+            Some(&body),
+        )
+    };
+    let read = call("file_read", "file_read");
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(
+        rpc(&read)["result"]["structuredContent"]["output"]["text"],
+        APP
+    );
+    let mismatch = call("file_read", "file_search");
+    assert_eq!(mismatch.status, 400, "{}", mismatch.body);
+    assert_eq!(rpc(&mismatch)["error"]["code"], -32020);
+    let unknown_tool = call("no_such_tool", "no_such_tool");
+    assert_eq!(
+        rpc(&unknown_tool)["error"]["code"],
+        -32602,
+        "{}",
+        unknown_tool.body
+    );
+
+    let list =
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": { "_meta": meta } });
+    let headerless = d.mcp("POST", &[v], Some(&list));
+    assert_eq!(headerless.status, 400, "{}", headerless.body);
+    assert_eq!(rpc(&headerless)["error"]["code"], -32020);
+    let nope =
+        json!({ "jsonrpc": "2.0", "id": 4, "method": "nope/nope", "params": { "_meta": meta } });
+    let unknown = d.mcp("POST", &[v, ("Mcp-Method", "nope/nope")], Some(&nope));
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(rpc(&unknown)["error"]["code"], -32601);
+    let note = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 9 } });
+    let noted = d.mcp(
+        "POST",
+        &[v, ("Mcp-Method", "notifications/cancelled")],
+        Some(&note),
+    );
+    assert_eq!(noted.status, 202, "{}", noted.body);
+    // No server stream without a session.
+    let stream = d.mcp("GET", &[v], None);
+    assert_eq!(stream.status, 405, "{}", stream.body);
+}
+
+#[test]
+fn sigterm_ends_an_open_session_stream() {
+    use std::io::{Read, Write};
+    let mut d = Daemon::start();
+    let session = initialize(&d);
+    let in_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    assert_eq!(d.mcp("POST", &in_session, Some(&initialized)).status, 202);
+    // The server stream a 2025 client keeps open for the whole session.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Accept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\n\r\n",
+        d.port, d.token
+    )
+    .expect("write");
+    let mut head = [0u8; 12];
+    stream
+        .read_exact(&mut head)
+        .expect("the stream's status line");
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let started = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = loop {
+        if let Some(status) = d.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "serve still running with an MCP stream open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+}
