@@ -17,8 +17,8 @@
 //!
 //! - Each message is relayed on its own task, so a `notifications/cancelled` is delivered while
 //!   the request it cancels is still running.
-//! - The daemon unreachable: it is started once, and the message retried for up to
-//!   [`START_WAIT`]; a request that still fails is answered with a JSON-RPC error (`-32000`)
+//! - The daemon unreachable: it is started (once per outage), and the message retried for up
+//!   to [`START_WAIT`]; a request that still fails is answered with a JSON-RPC error (`-32000`)
 //!   carrying our error code and remediation, so the client shows why.
 //! - `404` on a session (the daemon restarted): the relay replays the client's `initialize`
 //!   and `notifications/initialized` to get a new session, then the message once more.
@@ -195,7 +195,11 @@ async fn send(
                 reinitialize(shared).await?;
                 return Box::pin(send(shared, message, false)).await;
             }
-            Ok(response) => return Ok(response),
+            Ok(response) => {
+                // Reached: a later outage may start the daemon again.
+                *shared.started.lock().await = false;
+                return Ok(response);
+            }
             Err(Unreachable(why)) => {
                 {
                     let mut started = shared.started.lock().await;
@@ -248,7 +252,17 @@ async fn post(shared: &Shared, message: &Value) -> Result<reqwest::Response, Pos
     if let Some(session) = shared.session.lock().await.clone() {
         request = request.header("Mcp-Session-Id", session);
     }
-    if let Some(version) = shared.version.lock().await.clone() {
+    // The version a 2026-07-28 message carries in its `_meta` (a header over HTTP, which stdio
+    // has not), else the one `initialize` negotiated.
+    let stated = message
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let version = match stated {
+        Some(version) => Some(version),
+        None => shared.version.lock().await.clone(),
+    };
+    if let Some(version) = version {
         request = request.header("MCP-Protocol-Version", version);
     }
     // The 2026-07-28 era's routing headers, from the body (ignored by 2025-era servers).
