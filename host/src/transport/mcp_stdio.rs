@@ -15,8 +15,9 @@
 //! stream event by event as they arrive (progress notifications before the result); `202`
 //! writes nothing.
 //!
-//! - Each message is relayed on its own task, so a `notifications/cancelled` is delivered while
-//!   the request it cancels is still running.
+//! - Each request is relayed on its own task; notifications go at once, in order, so
+//!   `notifications/initialized` precedes the next request and a `notifications/cancelled` is
+//!   delivered while the request it cancels is still running.
 //! - The daemon unreachable: it is started (once per outage), and the message retried for up
 //!   to [`START_WAIT`]; a request that still fails is answered with a JSON-RPC error (`-32000`)
 //!   carrying our error code and remediation, so the client shows why.
@@ -103,6 +104,14 @@ where
         if message.get("method").and_then(Value::as_str) == Some("initialize") {
             *shared.handshake.lock().await = Some(message.clone());
             // `initialize` must be answered (and its session known) before anything else.
+            forward(&shared, &output, message).await?;
+            continue;
+        }
+        // Notifications (and answers to the server's requests) go in order, at once: the
+        // `notifications/initialized` before the first request, a cancel while its request
+        // still runs. Requests run on their own tasks.
+        let is_request = message.get("id").is_some() && message.get("method").is_some();
+        if !is_request {
             forward(&shared, &output, message).await?;
             continue;
         }
