@@ -2,7 +2,7 @@
 //! agents (Claude Code, Cursor, VS Code, OpenCode, the MCP SDKs) at `/mcp` on the daemon.
 //!
 //! [`McpTools`] is an `rmcp` [`ServerHandler`] over the engine's one tool registry:
-//! `tools/list` describes each tool MCP offers ([`offered`]), `tools/call` runs it through
+//! `tools/list` describes each tool MCP offers ([`describe`]), `tools/call` runs it through
 //! [`Gateway::call_tool`], the same path as `POST /v1/tools/:name`. [`service`] wraps it in
 //! rmcp's Streamable HTTP service, which [`crate::transport::http::router`] mounts behind our
 //! own Host, Origin and bearer checks. Both protocol eras are served by rmcp on that one

@@ -7,7 +7,7 @@
 //! - Nothing unless `[tools.run_check] enabled = true` in the config **and** the caller gave the
 //!   context the settings ([`ToolContext::with_run_check`](super::ToolContext::with_run_check)):
 //!   `tool.disabled` otherwise.
-//! - Only an `argv` matching one `[[tools.run_check.commands]]` entry ([`matches`]):
+//! - Only an `argv` matching one `[[tools.run_check.commands]]` entry ([`matches()`]):
 //!   `tool.command_not_allowed` otherwise. No shell: the program is executed directly with the
 //!   arguments as given, so `;`, `|`, `$(…)` and globs are plain characters.
 //! - At the call's revision (its `ref`, else the context's, as for every tool): `WORKTREE` —
