@@ -633,7 +633,7 @@ fn run(
         GatewayError::new(
             codes::SANDBOX_FAILED,
             format!("cannot encode the sandbox spec: {e}"),
-            "",
+            "Report this as a gateway bug; the command did not run.",
         )
     })?;
     let started = Instant::now();
@@ -732,7 +732,7 @@ fn run(
         GatewayError::new(
             codes::TOOL_COMMAND_FAILED,
             format!("cannot wait for the sandbox helper: {e}"),
-            "",
+            "Run the call again; `review-agent-gateway doctor` checks the sandbox.",
         )
     })?;
     let duration = started.elapsed();
