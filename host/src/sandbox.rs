@@ -861,7 +861,7 @@ impl Scratch {
                     .and_then(|t| t.elapsed().ok())
                     .is_some_and(|age| age > STALE_SCRATCH);
                 if stale {
-                    remove_tree(&entry.path());
+                    crate::repo::checkout::remove_tree(&entry.path());
                 }
             }
         }
@@ -901,31 +901,8 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        remove_tree(&self.path);
+        crate::repo::checkout::remove_tree(&self.path);
     }
-}
-
-/// Remove `path` and everything beneath it, making read-only directories writable first (a
-/// command may leave some); never follows a symlink.
-pub fn remove_tree(path: &Path) {
-    if std::fs::remove_dir_all(path).is_ok() {
-        return;
-    }
-    use std::os::unix::fs::PermissionsExt;
-    let mut stack = vec![path.to_owned()];
-    while let Some(dir) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
-            continue;
-        };
-        if !meta.is_dir() {
-            continue;
-        }
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            stack.extend(entries.flatten().map(|e| e.path()));
-        }
-    }
-    let _ = std::fs::remove_dir_all(path);
 }
 
 /// Process-group control through `rustix` (safe wrappers of the system calls).

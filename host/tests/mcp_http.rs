@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 
 use common::http::{self, Response as Reply};
@@ -82,13 +82,6 @@ impl Drop for Daemon {
     }
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace")
-        .to_owned()
-}
-
 /// The JSON-RPC message of an answer: the body, or the last `data:` line of an SSE body.
 fn rpc(reply: &Reply) -> Value {
     if reply
@@ -112,7 +105,7 @@ fn rpc(reply: &Reply) -> Value {
 
 #[test]
 fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
-    let python = workspace().join("target/test-venv/bin/python");
+    let python = common::test_venv().join("bin/python");
     let has_sdk = Command::new(&python)
         .args(["-c", "import mcp.client, httpx2"])
         .status()

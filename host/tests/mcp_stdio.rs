@@ -15,7 +15,7 @@ const PROJECT: &str = "group/project";
 const APP: &str = "import os\nprint(os.name)\n";
 
 fn python() -> std::path::PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-venv/bin/python");
+    let python = common::test_venv().join("bin/python");
     let ok = Command::new(&python)
         .args(["-c", "import mcp.client"])
         .status()
@@ -44,9 +44,9 @@ impl Drop for StartedDaemon<'_> {
     }
 }
 
-#[test]
-fn a_stdio_client_reaches_the_daemon_it_starts_in_both_eras() {
-    let python = python();
+/// A repository, and a gateway home whose config maps it and names a free port (no daemon
+/// runs on it yet).
+fn gateway_home() -> (tempfile::TempDir, tempfile::TempDir, u16) {
     let (repo, _, _) = common::app_repository("import os\n", APP);
     let home = tempfile::tempdir().expect("temp dir");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -63,6 +63,13 @@ fn a_stdio_client_reaches_the_daemon_it_starts_in_both_eras() {
         ),
     )
     .expect("write config");
+    (repo, home, port)
+}
+
+#[test]
+fn a_stdio_client_reaches_the_daemon_it_starts_in_both_eras() {
+    let python = python();
+    let (_repo, home, port) = gateway_home();
     let _daemon = StartedDaemon(home.path());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/stdio_client.py");
     for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
@@ -107,22 +114,7 @@ fn a_stdio_client_reaches_the_daemon_it_starts_in_both_eras() {
 #[test]
 fn the_relay_survives_a_daemon_restart_and_answers_bad_lines() {
     use std::io::{BufRead, BufReader, Write};
-    let (repo, _, _) = common::app_repository("import os\n", APP);
-    let home = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    std::fs::create_dir_all(home.path().join("config")).expect("mkdir");
-    std::fs::write(
-        home.path().join("config/config.toml"),
-        format!(
-            "port = {port}\n\n[[mappings]]\ngitlab_origin = \"{ORIGIN}\"\n\
-             project_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n",
-            repo.path().display()
-        ),
-    )
-    .expect("write config");
+    let (_repo, home, port) = gateway_home();
     let _daemon = StartedDaemon(home.path());
     let mut relay = Command::new(common::bin())
         .arg("mcp")

@@ -18,7 +18,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -32,17 +31,9 @@ const HINT: &str = "run `.ci/run` once (as root, or with sudo): it installs pyth
                     creates target/test-venv with pytest, and runs `npm ci` in extension-bridge/ \
                     (eslint)";
 
-/// The workspace root (the venv is there whatever `CARGO_TARGET_DIR` says).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
-}
-
 /// The venv's `pytest`, which must exist.
 fn pytest() -> String {
-    let venv = workspace().join("target/test-venv");
+    let venv = common::test_venv();
     let pytest = venv.join("bin/pytest");
     assert!(
         pytest.is_file() && venv.join("pyvenv.cfg").is_file(),

@@ -742,13 +742,15 @@ fn retire(key_dir: &Path, dir: &Path) -> io::Result<bool> {
     Ok(true)
 }
 
-/// Best-effort removal of a temporary tree (logged when it fails).
-fn remove_tree(dir: &Path) {
+/// Best-effort removal of a temporary tree (logged when it fails): its directories made
+/// writable first without following a link ([`make_writable`]), then removed. Also the
+/// sandbox's per-call scratch dirs ([`crate::sandbox::Scratch`]).
+pub(crate) fn remove_tree(dir: &Path) {
     let result = make_writable(dir).and_then(|()| fs::remove_dir_all(dir));
     if let Err(e) = result
         && e.kind() != io::ErrorKind::NotFound
     {
-        tracing::warn!(path = %dir.display(), error = %e, "cannot remove a temporary checkout");
+        tracing::warn!(path = %dir.display(), error = %e, "cannot remove a temporary directory");
     }
 }
 

@@ -304,6 +304,8 @@ pub(crate) fn check_pattern(pattern: &[String]) -> Result<(), String> {
 struct Plan {
     argv: Vec<String>,
     program: PathBuf,
+    /// The command's `PATH`, in which `program` was found ([`gateway_path`]).
+    path: String,
     /// Where it runs: the canonical work tree root, or the scratch checkout.
     cwd: PathBuf,
     /// The scratch checkout (held: its lock keeps it from eviction while the command runs).
@@ -443,6 +445,7 @@ fn prepare(
     Ok(Plan {
         argv: input.argv.clone(),
         program,
+        path,
         root_writable: checkout.is_some(),
         cwd,
         checkout,
@@ -483,9 +486,9 @@ fn gateway_path() -> String {
 /// The environment a command gets (see the module docs): `PATH`, `LANG`, `TERM`, `HOME` and
 /// `TMPDIR` in the call's scratch dir, `USER` and `LOGNAME`, `CARGO_HOME` and `RUSTUP_HOME`
 /// (the user's, so toolchains are found although `HOME` moved), then `passthrough`.
-fn scrubbed_env(passthrough: &[String], scratch: &Scratch) -> Vec<(String, String)> {
+fn scrubbed_env(path: &str, passthrough: &[String], scratch: &Scratch) -> Vec<(String, String)> {
     let mut env = vec![
-        ("PATH".to_owned(), gateway_path()),
+        ("PATH".to_owned(), path.to_owned()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("TERM".to_owned(), "dumb".to_owned()),
         ("HOME".to_owned(), scratch.home().display().to_string()),
@@ -551,7 +554,7 @@ fn run(
     };
     let sandbox = Sandbox::new(settings.helper.clone(), settings.sandbox.mode);
     let scratch = Scratch::new(&settings.state_dir.join(SCRATCH_DIR)).map_err(failed)?;
-    let env = scrubbed_env(&settings.config.env_passthrough, &scratch);
+    let env = scrubbed_env(&plan.path, &settings.config.env_passthrough, &scratch);
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let policy = Places {
         root: &plan.cwd,

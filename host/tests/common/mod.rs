@@ -105,6 +105,15 @@ pub fn extension_bridge() -> std::path::PathBuf {
         .join("extension-bridge")
 }
 
+/// The Python venv `.ci/run` makes for the tests (pytest, the MCP SDK):
+/// `<workspace>/target/test-venv`, whatever `CARGO_TARGET_DIR` says.
+pub fn test_venv() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .join("target/test-venv")
+}
+
 /// Run the browser test `extension-bridge/tests/<script>` with node, this build's binary
 /// (`--binary`), a fresh gateway home (`--home`) and `args`, without a developer's
 /// `REVIEW_AGENT_GATEWAY_HOME`/`_PORT`; panics with its output (or `hint`, when node does not
