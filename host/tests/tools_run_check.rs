@@ -796,3 +796,24 @@ fn the_context_revision_decides_where_a_call_runs() {
     );
     assert_eq!(own["stdout"], "hello\n", "{own}");
 }
+
+/// A program the sandbox does not let run — here a script whose interpreter lies outside every
+/// readable location — is refused as `sandbox.denied` with a remediation, not run.
+#[test]
+fn a_program_the_sandbox_cannot_execute_is_denied() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = fixture();
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let interpreter = elsewhere.path().join("interp");
+    std::fs::copy("/bin/sh", &interpreter).expect("copy sh");
+    let tools = tempfile::tempdir().expect("tempdir");
+    let script = tools.path().join("tool.sh");
+    std::fs::write(&script, format!("#!{}\necho ran\n", interpreter.display())).expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let program = script.display().to_string();
+    let err = fx
+        .call(config(&[&[&program]]), json!({ "argv": [program] }))
+        .expect_err("denied");
+    assert_eq!(err.code, codes::SANDBOX_DENIED, "{err:?}");
+    assert!(err.remediation.contains("[sandbox] read"), "{err:?}");
+}
