@@ -41,6 +41,9 @@ use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload
 use crate::tools::Registry;
 
 mod tool_calls;
+mod workspace_calls;
+
+pub use workspace_calls::{WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 
 /// How long a provider's health probe is reused.
 pub const PROBE_TTL: Duration = Duration::from_secs(10);
@@ -124,7 +127,11 @@ pub struct Gateway {
 
 struct Inner {
     config: ConfigCell,
-    store: Store,
+    store: Arc<Store>,
+    // MCP workspaces (DESIGN §12), their roots those of the config last seen by
+    // `Gateway::workspaces` (the `Arc` of that config).
+    workspaces: crate::workspace::Workspaces,
+    workspace_roots_of: Mutex<Option<Arc<Config>>>,
     live: Mutex<HashMap<String, Arc<LiveRun>>>,
     slots: Arc<Semaphore>,
     started: Instant,
@@ -220,6 +227,9 @@ impl Gateway {
                 "runs left running by the last process are now interrupted"
             );
         }
+        let store = Arc::new(store);
+        let roots = crate::workspace::Roots::from_config(config.config());
+        let workspaces = crate::workspace::Workspaces::new(Arc::clone(&store), roots);
         let gateway = Gateway {
             inner: Arc::new(Inner {
                 slots: Arc::new(Semaphore::new(
@@ -227,6 +237,8 @@ impl Gateway {
                 )),
                 config: ConfigCell::new(config),
                 store,
+                workspaces,
+                workspace_roots_of: Mutex::new(None),
                 live: Mutex::new(HashMap::new()),
                 started: Instant::now(),
                 gateway_version: gateway_version.to_owned(),

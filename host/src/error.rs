@@ -157,6 +157,9 @@ pub mod codes {
     pub const WORKSPACE_UNKNOWN: &str = "workspace.unknown";
     /// A write in a workspace no writable root holds (`[mcp] roots` with `writable = true`).
     pub const WORKSPACE_READ_ONLY: &str = "workspace.read_only";
+    /// A call needs git (a `ref`, history, a diff) in a workspace that is not a repository's
+    /// top directory (DESIGN §12).
+    pub const WORKSPACE_NOT_A_REPOSITORY: &str = "workspace.not_a_repository";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

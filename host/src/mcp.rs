@@ -23,11 +23,14 @@
 //! - MCP cancellation (`notifications/cancelled`, or the closed stream of a 2026-07-28 request)
 //!   sets the call's cancel flag, as a vanished HTTP caller does for `/v1`.
 //!
-//! **Adapter seam (until workspaces exist):** a call names its repository as the `/v1` tool
-//! callers do, with two extra input fields — `gitlabOrigin` and `projectPath` of a confirmed
-//! mapping — which [`split_target`] strips before the tool sees the input; the tool's own `ref`
-//! stays in the input and also sets the call's revision. Workspaces (`workspace_open` → `ws_`
-//! handle) will replace exactly [`split_target`] and [`with_target_fields`].
+//! - Workspaces (DESIGN §12): `workspace_open` ([`Gateway::open_workspace`]) answers a `ws_`
+//!   handle for a directory inside an allowed root; every other tool takes it as a required
+//!   `workspace` argument ([`WORKSPACE_FIELD`], added to each input schema by
+//!   [`with_workspace_field`]) and runs through [`Gateway::call_workspace_tool`], which checks the
+//!   handle again on every call. Tools that work on mapped repositories only (`run_check`) are
+//!   not offered; those on workspaces only (writes, processes) only here.
+//! - MCP's names are the tool's [`GatewayTool::mcp_name`] (the seed's names where ours differ:
+//!   `file_search` is `file_find`); a tool without one is not offered.
 //!
 //! **Invariant:** no business logic here; no security decision either — Host, Origin and token
 //! are checked by the `/v1` middleware in front of the service, never by rmcp alone.
@@ -48,10 +51,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Gateway;
+use crate::engine::{Gateway, WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 use crate::error::GatewayError;
-use crate::protocol::{ToolCallRequest, ToolCallResult};
-use crate::tools::{GatewayTool, SideEffect};
+use crate::protocol::ToolCallResult;
+use crate::tools::{GatewayTool, SideEffect, ToolTarget};
 
 /// Where the daemon serves MCP.
 pub const PATH: &str = "/mcp";
@@ -59,10 +62,8 @@ pub const PATH: &str = "/mcp";
 /// Largest request body rmcp reads, as the `/v1` routes' `JsonBody`.
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
-/// The adapter seam's input field naming the mapping's GitLab origin.
-pub const ORIGIN_FIELD: &str = "gitlabOrigin";
-/// The adapter seam's input field naming the mapping's project path.
-pub const PROJECT_FIELD: &str = "projectPath";
+/// The input field every tool but `workspace_open` takes: the handle `workspace_open` answered.
+pub const WORKSPACE_FIELD: &str = "workspace";
 
 /// The Streamable HTTP service for `/mcp`, serving [`McpTools`] over `gateway`.
 ///
@@ -116,10 +117,20 @@ impl McpTools {
         McpTools { gateway }
     }
 
-    /// The MCP description of tool `name`, when MCP offers it.
+    /// The MCP description of the tool MCP calls `name`, when MCP offers it.
     fn describe(&self, name: &str) -> Option<Tool> {
-        let tool = self.gateway.tool_registry().get(name).ok()?;
-        describe(tool)
+        if name == WORKSPACE_OPEN {
+            return Some(workspace_open_tool());
+        }
+        describe(self.registry_tool(name)?)
+    }
+
+    /// The registry's tool that MCP calls `name`.
+    fn registry_tool(&self, name: &str) -> Option<&dyn GatewayTool> {
+        self.gateway
+            .tool_registry()
+            .tools()
+            .find(|tool| tool.mcp_name() == Some(name))
     }
 }
 
@@ -131,10 +142,12 @@ impl ServerHandler for McpTools {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(
-                "Read-only tools over the git repositories mapped in Review Agent Gateway. Every \
-                 call names its repository with `gitlabOrigin` and `projectPath` (a confirmed \
-                 mapping: `review-agent-gateway mappings list`) and may name a revision with \
-                 `ref` (a commit, branch or tag, or WORKTREE).",
+                "Precise tools over directories the user authorized in Review Agent Gateway. \
+                 Start with `workspace_open` (an absolute directory path inside an allowed \
+                 root); every other tool takes the `workspace` handle it answers. Paths are \
+                 relative to the workspace, '/'-separated. Tools read the files on disk; in a \
+                 git repository's top directory `ref` (a commit, branch or tag) reads a commit. \
+                 Writes need a writable root; commands run in a sandbox when enabled.",
             )
     }
 
@@ -143,11 +156,8 @@ impl ServerHandler for McpTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .gateway
-            .tool_registry()
-            .tools()
-            .filter_map(describe)
+        let tools = std::iter::once(workspace_open_tool())
+            .chain(self.gateway.tool_registry().tools().filter_map(describe))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -168,9 +178,36 @@ impl ServerHandler for McpTools {
                 Some(json!({ "tool": name })),
             ));
         }
-        let call = match split_target(request.arguments.unwrap_or_default()) {
+        let arguments = request.arguments.unwrap_or_default();
+        if name == WORKSPACE_OPEN {
+            let gateway = self.gateway.clone();
+            let opened = tokio::task::spawn_blocking(move || {
+                let input: WorkspaceOpenInput =
+                    crate::tools::parse_input(WORKSPACE_OPEN, Value::Object(arguments))?;
+                gateway.open_workspace(&input.path)
+            })
+            .await;
+            return match opened {
+                Ok(Ok(info)) => Ok(CallToolResult::structured(
+                    serde_json::to_value(info).unwrap_or_default(),
+                )
+                .into()),
+                Ok(Err(error)) => Ok(error_result(&error).into()),
+                Err(join) => Err(ErrorData::internal_error(
+                    format!("the tool call failed: {join}"),
+                    None,
+                )),
+            };
+        }
+        let (handle, input) = match split_workspace(arguments) {
             Ok(call) => call,
             Err(error) => return Ok(error_result(&error).into()),
+        };
+        let Some(tool) = self.registry_tool(&name).map(|tool| tool.name()) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                Some(json!({ "tool": name })),
+            ));
         };
         let cancel = Arc::new(AtomicBool::new(false));
         // The request's token is cancelled by `notifications/cancelled` or a closed stream.
@@ -182,8 +219,10 @@ impl ServerHandler for McpTools {
             }
         });
         let gateway = self.gateway.clone();
-        let answer =
-            tokio::task::spawn_blocking(move || gateway.call_tool(&name, call, cancel)).await;
+        let answer = tokio::task::spawn_blocking(move || {
+            gateway.call_workspace_tool(tool, &handle, input, cancel)
+        })
+        .await;
         watch.abort();
         match answer {
             Ok(Ok(result)) => Ok(success_result(&result).into()),
@@ -198,124 +237,142 @@ impl ServerHandler for McpTools {
 
 // === tools as MCP tools ===
 
-/// The MCP description of `tool`, or `None` when MCP does not offer it: for now the read-only
-/// repository tools; `run_check` (a command) waits for `process_run`'s design (issue 14 §3).
-pub fn describe(tool: &dyn GatewayTool) -> Option<Tool> {
-    let annotations = annotations(tool.side_effect())?;
-    let schema = match with_target_fields(tool.input_schema()) {
+/// The MCP description of `workspace_open` (the engine's [`Gateway::open_workspace`]).
+pub fn workspace_open_tool() -> Tool {
+    let schema = match crate::tools::schema_of::<WorkspaceOpenInput>() {
         Value::Object(schema) => schema,
-        _ => return None,
+        _ => JsonObject::new(),
     };
-    Some(
-        Tool::new(
-            Cow::Owned(tool.name().to_owned()),
-            Cow::Owned(tool.description().to_owned()),
-            Arc::new(schema),
-        )
-        .with_annotations(annotations),
+    let output = match crate::tools::schema_of::<WorkspaceInfo>() {
+        Value::Object(schema) => schema,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        Cow::Borrowed(WORKSPACE_OPEN),
+        Cow::Borrowed(
+            "Open a directory the user authorized as a workspace: give its absolute path; \
+             answers the `workspace` handle every other tool takes, the canonical path, whether \
+             it is writable and whether it is a git repository's top directory. Opening the same \
+             directory again answers the same handle.",
+        ),
+        Arc::new(schema),
+    )
+    .with_raw_output_schema(Arc::new(output))
+    // Opening binds a handle in the gateway's store; nothing a caller sees changes.
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
     )
 }
 
-/// The four annotation hints for a tool of `side_effect`, all explicit; `None` for a side effect
-/// MCP does not offer yet.
-pub fn annotations(side_effect: SideEffect) -> Option<ToolAnnotations> {
-    match side_effect {
-        // Filling the symbol cache changes nothing a caller can observe.
-        SideEffect::None | SideEffect::ReadCache => Some(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        SideEffect::Command => None,
+/// The MCP description of `tool`, or `None` when MCP does not offer it (no
+/// [`GatewayTool::mcp_name`], or a tool of mapped repositories only).
+pub fn describe(tool: &dyn GatewayTool) -> Option<Tool> {
+    if tool.target() == ToolTarget::Repository {
+        return None;
     }
+    let name = tool.mcp_name()?;
+    let schema = match with_workspace_field(tool.input_schema()) {
+        Value::Object(schema) => schema,
+        _ => return None,
+    };
+    let output = match crate::tools::schema_of::<ToolCallResult>() {
+        Value::Object(schema) => schema,
+        _ => JsonObject::new(),
+    };
+    Some(
+        Tool::new(
+            Cow::Borrowed(name),
+            Cow::Owned(tool.description().to_owned()),
+            Arc::new(schema),
+        )
+        .with_raw_output_schema(Arc::new(output))
+        .with_annotations(annotations(tool.side_effect())),
+    )
 }
 
-/// `schema` with the adapter seam's required `gitlabOrigin` and `projectPath` properties, at the
-/// top level and in each `oneOf`/`anyOf` branch that lists properties (so a branch with
-/// `additionalProperties: false` still admits them).
-pub fn with_target_fields(mut schema: Value) -> Value {
-    add_target_fields(&mut schema);
+/// The four annotation hints for a tool of `side_effect`, all explicit (MCP's defaults —
+/// `destructiveHint` and `openWorldHint` true — are the dangerous side).
+pub fn annotations(side_effect: SideEffect) -> ToolAnnotations {
+    let (read_only, destructive, idempotent) = match side_effect {
+        // Filling the symbol cache changes nothing a caller can observe.
+        SideEffect::None | SideEffect::ReadCache => (true, false, true),
+        // A write replaces what was there; a patch applied twice does not apply.
+        SideEffect::Write => (false, true, false),
+        // A command may change the workspace (when writable) and is not repeatable in general.
+        SideEffect::Command => (false, true, false),
+    };
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        // Everything stays on this machine: commands have no network unless the user allows it.
+        .open_world(false)
+}
+
+/// `schema` with the required `workspace` property, at the top level and in each
+/// `oneOf`/`anyOf` branch that lists properties (so a branch with `additionalProperties:
+/// false` still admits it).
+pub fn with_workspace_field(mut schema: Value) -> Value {
+    add_workspace_field(&mut schema);
     schema
 }
 
-fn add_target_fields(schema: &mut Value) {
+fn add_workspace_field(schema: &mut Value) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
     for key in ["oneOf", "anyOf"] {
         if let Some(Value::Array(branches)) = object.get_mut(key) {
-            branches.iter_mut().for_each(add_target_fields);
+            branches.iter_mut().for_each(add_workspace_field);
         }
     }
     let Some(Value::Object(properties)) = object.get_mut("properties") else {
         if !object.contains_key("oneOf") && !object.contains_key("anyOf") {
             object.insert("type".into(), json!("object"));
             object.insert("properties".into(), json!({}));
-            add_target_fields(schema);
+            add_workspace_field(schema);
         }
         return;
     };
     properties.insert(
-        ORIGIN_FIELD.into(),
+        WORKSPACE_FIELD.into(),
         json!({
             "type": "string",
-            "description": "GitLab origin of a mapped project, e.g. `https://gitlab.example.com` \
-                            (`review-agent-gateway mappings list`)."
-        }),
-    );
-    properties.insert(
-        PROJECT_FIELD.into(),
-        json!({
-            "type": "string",
-            "description": "Full path of the mapped project, e.g. `group/project`."
+            "description": "The workspace handle (`ws_…`) that `workspace_open` answered."
         }),
     );
     let required = object
         .entry("required")
         .or_insert_with(|| Value::Array(Vec::new()));
-    if let Value::Array(required) = required {
-        for field in [ORIGIN_FIELD, PROJECT_FIELD] {
-            if !required.iter().any(|r| r == field) {
-                required.push(json!(field));
-            }
-        }
+    if let Value::Array(required) = required
+        && !required.iter().any(|r| r == WORKSPACE_FIELD)
+    {
+        required.push(json!(WORKSPACE_FIELD));
     }
 }
 
-/// The adapter seam: a call's arguments as the `/v1` tool request — `gitlabOrigin` and
-/// `projectPath` taken out, the rest the tool's input, whose own `ref` (when a string) is also
-/// the revision the call opens.
+/// A call's arguments as (workspace handle, the tool's input): `workspace` taken out, the rest
+/// the tool's input.
 ///
 /// # Errors
-/// `request.invalid` naming a missing or non-string `gitlabOrigin` / `projectPath`.
-pub fn split_target(mut arguments: JsonObject) -> Result<ToolCallRequest, GatewayError> {
-    let mut take = |field: &str| match arguments.remove(field) {
-        Some(Value::String(value)) => Ok(value),
+/// `request.invalid` naming a missing or non-string `workspace`.
+pub fn split_workspace(mut arguments: JsonObject) -> Result<(String, Value), GatewayError> {
+    match arguments.remove(WORKSPACE_FIELD) {
+        Some(Value::String(handle)) => Ok((handle, Value::Object(Map::from_iter(arguments)))),
         other => Err(GatewayError::new(
             crate::error::codes::REQUEST_INVALID,
             match other {
-                None => format!("missing `{field}`"),
-                Some(value) => format!("`{field}` must be a string, got {value}"),
+                None => format!("missing `{WORKSPACE_FIELD}`"),
+                Some(value) => format!("`{WORKSPACE_FIELD}` must be a string, got {value}"),
             },
-            "Name the repository with `gitlabOrigin` and `projectPath` of a confirmed mapping \
-             (`review-agent-gateway mappings list`).",
+            "Open the directory with `workspace_open` and pass the handle it answers as \
+             `workspace`.",
         )),
-    };
-    let gitlab_origin = take(ORIGIN_FIELD)?;
-    let project_path = take(PROJECT_FIELD)?;
-    let rev = arguments
-        .get("ref")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    Ok(ToolCallRequest {
-        request_id: None,
-        gitlab_origin,
-        project_path,
-        rev,
-        input: Value::Object(Map::from_iter(arguments)),
-    })
+    }
 }
 
 fn success_result(result: &ToolCallResult) -> CallToolResult {

@@ -50,8 +50,22 @@ pub enum SideEffect {
     None,
     /// Reads the repository and may read or fill the gateway's cache (e.g. a symbol index).
     ReadCache,
-    /// Runs a command on the user's machine (`run_check`).
+    /// Runs a command on the user's machine, in the sandbox (`run_check`, `process_run`).
     Command,
+    /// Changes files in a writable MCP workspace (`file_write`, `file_replace`,
+    /// `file_apply_patch`; DESIGN §12).
+    Write,
+}
+
+/// What a tool can be called on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolTarget {
+    /// A mapped repository (`/v1/tools`, the model loop) or an MCP workspace.
+    Any,
+    /// A mapped repository only (`run_check`: its allowlist is the mapping's CI-style checks).
+    Repository,
+    /// An MCP workspace only (writes and processes: DESIGN §12).
+    Workspace,
 }
 
 impl SideEffect {
@@ -61,6 +75,7 @@ impl SideEffect {
             SideEffect::None => "none",
             SideEffect::ReadCache => "read-cache",
             SideEffect::Command => "command",
+            SideEffect::Write => "write",
         }
     }
 }
@@ -76,10 +91,15 @@ pub enum ToolRevision {
 
 /// What a tool call reads: an open repository and the default revision.
 pub struct ToolContext {
-    repo: Repository,
-    git: gix::Repository,
-    // Invariant: the canonical work tree root, `None` for a bare repository.
+    // `None` for a workspace that is not a repository's top directory (DESIGN §12).
+    repo: Option<Repository>,
+    git: Option<gix::Repository>,
+    // Invariant: the canonical work tree root (a workspace's directory), `None` for a bare
+    // repository.
     work_root: Option<PathBuf>,
+    // What paths are relative to: `Workspace` when made by `for_workspace`.
+    base: path::Base,
+    workspace: Option<crate::workspace::Workspace>,
     rev: ToolRevision,
     symbols: Option<std::sync::Arc<SymbolIndex>>,
     run_check: Option<RunCheckSettings>,
@@ -94,6 +114,7 @@ impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolContext")
             .field("repo", &self.repo)
+            .field("workspace", &self.workspace)
             .field("rev", &self.rev)
             .finish()
     }
@@ -114,9 +135,11 @@ impl ToolContext {
             .work_dir()
             .map(|dir| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned()));
         let mut ctx = ToolContext {
-            repo,
-            git,
+            repo: Some(repo),
+            git: Some(git),
             work_root,
+            base: path::Base::Repository,
+            workspace: None,
             rev: ToolRevision::Worktree,
             symbols: None,
             run_check: None,
@@ -127,9 +150,93 @@ impl ToolContext {
         Ok(ctx)
     }
 
+    /// A context over an MCP workspace (DESIGN §12), checked by
+    /// [`crate::workspace::Workspaces::get`] for this call: tools read its directory's files
+    /// (the default revision is the work tree), paths follow [`path::Base::Workspace`], and
+    /// when the directory is a repository's top (it holds `.git` and git's work tree is this
+    /// very directory) commits can be read too — `ref` works as for a mapped repository.
+    /// A directory inside a repository but not its top is a plain directory: the repository
+    /// may reach beyond the allowed root, so its history is not read through it.
+    ///
+    /// # Errors
+    /// None today beyond what opening an existing repository reports; a directory that is not
+    /// a repository is not an error.
+    pub fn for_workspace(
+        workspace: crate::workspace::Workspace,
+    ) -> Result<ToolContext, GatewayError> {
+        let dir = workspace.dir().to_owned();
+        let repo = if dir.join(".git").exists() {
+            Repository::open(&dir).ok().filter(|repo| {
+                repo.work_dir()
+                    .and_then(|w| std::fs::canonicalize(w).ok())
+                    .is_some_and(|w| w == dir)
+            })
+        } else {
+            None
+        };
+        let git = repo.as_ref().map(|r| r.git().clone());
+        Ok(ToolContext {
+            repo,
+            git,
+            work_root: Some(dir),
+            base: path::Base::Workspace,
+            workspace: Some(workspace),
+            rev: ToolRevision::Worktree,
+            symbols: None,
+            run_check: None,
+            cancel: None,
+            redactor: std::sync::OnceLock::new(),
+        })
+    }
+
     /// The repository.
-    pub fn repo(&self) -> &Repository {
-        &self.repo
+    ///
+    /// # Errors
+    /// `workspace.not_a_repository` for a workspace that is not a repository's top directory.
+    pub fn repo(&self) -> Result<&Repository, GatewayError> {
+        self.repo.as_ref().ok_or_else(|| self.not_a_repository())
+    }
+
+    /// The workspace this context reads, when made by [`ToolContext::for_workspace`].
+    pub fn workspace(&self) -> Option<&crate::workspace::Workspace> {
+        self.workspace.as_ref()
+    }
+
+    /// What tool paths are relative to: [`path::Base::Workspace`] for a workspace, else
+    /// [`path::Base::Repository`].
+    pub fn base(&self) -> path::Base {
+        self.base
+    }
+
+    /// `tool`'s `path` field normalized under this context's [`path::Base`] and naming a file,
+    /// not the root.
+    ///
+    /// # Errors
+    /// `tool.path_outside_repository` as [`path::normalize_in`]; `request.invalid` for the root.
+    pub fn file_path(&self, tool: &str, given: &str) -> Result<String, GatewayError> {
+        file_path_in(self.base, tool, given)
+    }
+
+    /// The canonical location of normalized `rel` in the work tree (or workspace):
+    /// [`path::resolve_in`] under this context's base.
+    ///
+    /// # Errors
+    /// As [`path::resolve_in`]; `request.invalid` for a bare repository.
+    pub fn resolve_in_worktree(&self, rel: &str) -> Result<PathBuf, GatewayError> {
+        path::resolve_in(self.base, self.work_root()?, rel)
+    }
+
+    fn not_a_repository(&self) -> GatewayError {
+        let shown = self
+            .work_root
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        GatewayError::new(
+            codes::WORKSPACE_NOT_A_REPOSITORY,
+            format!("the workspace `{shown}` is not a git repository's top directory"),
+            "Read its files without `ref` (the work tree); for commits, history and diffs open              the repository's top directory (the one that holds `.git`) with `workspace_open`.",
+        )
     }
 
     /// The default revision of this context.
@@ -155,11 +262,12 @@ impl ToolContext {
                 Ok(ToolRevision::Worktree)
             }
             Some(spec) => {
+                let repo = self.repo()?;
                 let Some((base, rest)) = self.head_relative(spec)? else {
-                    return Ok(ToolRevision::Commit(self.repo.resolve(spec)?));
+                    return Ok(ToolRevision::Commit(repo.resolve(spec)?));
                 };
                 let rewritten = format!("{}{rest}", base.id);
-                let mut revision = self.repo.resolve(&rewritten).map_err(|e| {
+                let mut revision = repo.resolve(&rewritten).map_err(|e| {
                     let mut error = GatewayError::from(e);
                     error.message = format!(
                         "{spec} (HEAD is this call's ref, {} = {}): {}",
@@ -291,8 +399,8 @@ impl ToolContext {
         self.redactor.get_or_init(|| repository_redactor(self))
     }
 
-    pub(crate) fn git(&self) -> &gix::Repository {
-        &self.git
+    pub(crate) fn git(&self) -> Result<&gix::Repository, GatewayError> {
+        self.git.as_ref().ok_or_else(|| self.not_a_repository())
     }
 }
 
@@ -315,6 +423,15 @@ pub trait GatewayTool: Send + Sync {
     fn input_schema(&self) -> serde_json::Value;
     /// What running it may do besides reading.
     fn side_effect(&self) -> SideEffect;
+    /// The name MCP offers it by (DESIGN §12: MCP adds only annotations and names), `None`
+    /// when MCP does not offer it. By default its own name.
+    fn mcp_name(&self) -> Option<&'static str> {
+        Some(self.name())
+    }
+    /// What it can be called on; most tools read a mapped repository or a workspace alike.
+    fn target(&self) -> ToolTarget {
+        ToolTarget::Any
+    }
     /// Run the tool.
     ///
     /// # Errors
@@ -521,12 +638,13 @@ pub(crate) fn check_line_range(
     Ok(())
 }
 
-/// `tool`'s `path` field normalized ([`path::normalize`]) and naming a file, not the root.
+/// `tool`'s `path` field normalized under `base` ([`path::normalize_in`]) and naming a file, not
+/// the root.
 ///
 /// # Errors
-/// `tool.path_outside_repository` as [`path::normalize`]; `request.invalid` for the root.
-pub(crate) fn file_path(tool: &str, given: &str) -> Result<String, GatewayError> {
-    let rel = path::normalize(given)?;
+/// `tool.path_outside_repository` as [`path::normalize_in`]; `request.invalid` for the root.
+fn file_path_in(base: path::Base, tool: &str, given: &str) -> Result<String, GatewayError> {
+    let rel = path::normalize_in(base, given)?;
     if rel.is_empty() {
         return Err(invalid_field(
             tool,
@@ -553,10 +671,16 @@ pub(crate) fn invalid_field(
 /// The redactor of a context: [`crate::security::redact::Redactor::new`] plus the work tree
 /// root (or, for a bare repository, its git dir) as `<repo>`.
 fn repository_redactor(ctx: &ToolContext) -> crate::security::redact::Redactor {
-    let root = ctx
-        .work_root
-        .clone()
-        .unwrap_or_else(|| ctx.repo.git_dir().to_owned());
+    if let Some(workspace) = &ctx.workspace {
+        return with_gateway_token(
+            crate::security::redact::Redactor::new().with_path(workspace.dir(), "<workspace>"),
+        );
+    }
+    let root = match (&ctx.work_root, &ctx.repo) {
+        (Some(root), _) => root.clone(),
+        (None, Some(repo)) => repo.git_dir().to_owned(),
+        (None, None) => return with_gateway_token(crate::security::redact::Redactor::new()),
+    };
     with_gateway_token(crate::security::redact::Redactor::new().with_path(&root, "<repo>"))
 }
 

@@ -17,12 +17,14 @@ const ORIGIN: &str = "https://gitlab.example.com";
 const PROJECT: &str = "group/project";
 const APP: &str = "import os\nprint(os.name)\n";
 
-/// The tools MCP offers today: the read-only repository tools (not `run_check`).
-const OFFERED: [&str; 6] = [
+/// The read-only tools MCP offers: `workspace_open`, then the registry's by name (not
+/// `run_check`, a mapped repository's own checks; `file_search` by the seed's name `file_find`).
+const READ_ONLY: [&str; 7] = [
+    "workspace_open",
     "code_search",
+    "file_find",
     "file_read",
     "file_read_diff",
-    "file_search",
     "git_history",
     "symbol_search",
 ];
@@ -33,7 +35,7 @@ struct Daemon {
     port: u16,
     token: String,
     _home: tempfile::TempDir,
-    _repo: tempfile::TempDir,
+    repo: tempfile::TempDir,
 }
 
 impl Daemon {
@@ -55,7 +57,7 @@ impl Daemon {
             port,
             token: token(home.path()),
             _home: home,
-            _repo: repo,
+            repo,
         }
     }
 
@@ -121,7 +123,8 @@ fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
     for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
         let out = Command::new(&python)
             .arg(&script)
-            .args([&d.url(), &d.token, mode, ORIGIN, PROJECT])
+            .args([&d.url(), &d.token, mode])
+            .arg(d.repo.path())
             .output()
             .expect("python runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -133,8 +136,17 @@ fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
 
         let tools = report["tools"].as_array().expect("tools");
         let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-        assert_eq!(names, OFFERED, "{mode}");
-        for tool in tools {
+        for name in READ_ONLY {
+            assert!(
+                names.contains(&name),
+                "{mode}: {name} missing from {names:?}"
+            );
+        }
+        assert!(!names.contains(&"run_check"), "{mode}: {names:?}");
+        for tool in tools
+            .iter()
+            .filter(|t| READ_ONLY.contains(&t["name"].as_str().unwrap_or_default()))
+        {
             assert_eq!(
                 tool["annotations"],
                 json!({
@@ -147,28 +159,46 @@ fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
                 tool["name"]
             );
             assert!(!tool["description"].as_str().unwrap_or_default().is_empty());
-            let schema = &tool["inputSchema"];
-            for field in ["gitlabOrigin", "projectPath"] {
-                assert!(
-                    schema["required"]
-                        .as_array()
-                        .is_some_and(|r| r.iter().any(|f| f == field))
-                        || schema["oneOf"]
-                            .as_array()
-                            .is_some_and(|branches| branches.iter().all(|b| b["required"]
-                                .as_array()
-                                .is_some_and(|r| r.iter().any(|f| f == field)))),
-                    "{mode}: {field} not required by {schema}"
-                );
+            assert_eq!(tool["outputSchema"]["type"], "object", "{mode}: {tool}");
+            if tool["name"] == "workspace_open" {
+                continue;
             }
+            let schema = &tool["inputSchema"];
+            let requires = |s: &Value| {
+                s["required"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|f| f == "workspace"))
+            };
+            assert!(
+                requires(schema)
+                    || schema["oneOf"]
+                        .as_array()
+                        .is_some_and(|branches| branches.iter().all(requires)),
+                "{mode}: `workspace` not required by {schema}"
+            );
         }
 
+        let opened = &report["open"]["structuredContent"];
+        assert!(
+            opened["workspace"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("ws_")),
+            "{mode}: {opened}"
+        );
+        assert_eq!(
+            opened["writable"], false,
+            "{mode}: a mapping is a read-only root"
+        );
+        assert_eq!(opened["repository"], true, "{mode}: {opened}");
         let read = &report["read"];
         assert_ne!(read["isError"], true, "{mode}: {read}");
         let data = &read["structuredContent"];
         assert_eq!(data["tool"], "file_read", "{mode}: {read}");
         assert_eq!(data["output"]["text"], APP, "{mode}: {read}");
-        assert_eq!(data["ref"], "main", "{mode}: {read}");
+        assert_eq!(data["ref"], "WORKTREE", "{mode}: {read}");
+        let at_main = &report["readAtMain"]["structuredContent"];
+        assert_eq!(at_main["ref"], "main", "{mode}: {at_main}");
+        assert_eq!(at_main["commit"].as_str().map(str::len), Some(40), "{mode}");
         let copy: Value = serde_json::from_str(read["content"][0]["text"].as_str().expect("text"))
             .expect("the text copy is JSON");
         assert_eq!(&copy, data, "{mode}");
@@ -185,12 +215,17 @@ fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
                 .unwrap_or_default()
                 .is_empty()
         );
-        let unmapped = &report["unmapped"];
-        assert_eq!(unmapped["isError"], true, "{mode}: {unmapped}");
-        assert_eq!(
-            unmapped["structuredContent"]["code"], "repository.not_mapped",
-            "{mode}"
-        );
+        for (key, code) in [
+            ("refused", "workspace.outside_roots"),
+            ("unknownWorkspace", "workspace.unknown"),
+        ] {
+            let answer = &report[key];
+            assert_eq!(answer["isError"], true, "{mode}: {key}: {answer}");
+            assert_eq!(
+                answer["structuredContent"]["code"], code,
+                "{mode}: {answer}"
+            );
+        }
         assert_eq!(report["unknown"]["code"], -32602, "{mode}: {report}");
     }
 }
@@ -268,9 +303,16 @@ fn the_2025_session_flow() {
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
     let listed = d.mcp("POST", &in_session, Some(&list));
     assert_eq!(listed.status, 200, "{}", listed.body);
-    assert_eq!(
-        rpc(&listed)["result"]["tools"].as_array().map(Vec::len),
-        Some(6)
+    let listed = rpc(&listed);
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"workspace_open") && names.contains(&"file_read"),
+        "{names:?}"
     );
 
     let unknown = d.mcp(
@@ -336,13 +378,29 @@ fn the_2026_stateless_flow() {
     );
     assert!(result["capabilities"]["tools"].is_object(), "{result}");
 
+    let open = json!({
+        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "_meta": meta, "name": "workspace_open", "arguments": { "path": d.repo.path() } }
+    });
+    let opened = d.mcp(
+        "POST",
+        &[
+            v,
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "workspace_open"),
+        ],
+        Some(&open),
+    );
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let handle = rpc(&opened)["result"]["structuredContent"]["workspace"].clone();
+    assert!(handle.is_string(), "{}", opened.body);
     let call = |name: &str, header_name: &str| {
         let body = json!({
             "jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {
                 "_meta": meta,
                 "name": name,
-                "arguments": { "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "path": "app.py" }
+                "arguments": { "workspace": handle, "path": "app.py" }
             }
         });
         d.mcp(

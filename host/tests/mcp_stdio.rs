@@ -69,13 +69,15 @@ fn gateway_home() -> (tempfile::TempDir, tempfile::TempDir, u16) {
 #[test]
 fn a_stdio_client_reaches_the_daemon_it_starts_in_both_eras() {
     let python = python();
-    let (_repo, home, port) = gateway_home();
+    let (repo, home, port) = gateway_home();
     let _daemon = StartedDaemon(home.path());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/stdio_client.py");
     for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
         let out = Command::new(&python)
             .arg(&script)
-            .args([common::bin(), mode, ORIGIN, PROJECT])
+            .arg(common::bin())
+            .arg(mode)
+            .arg(repo.path())
             .env("REVIEW_AGENT_GATEWAY_HOME", home.path())
             .stdin(Stdio::null())
             .output()

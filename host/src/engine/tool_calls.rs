@@ -16,7 +16,7 @@ use crate::config::{Config, Paths};
 use crate::error::GatewayError;
 use crate::protocol::{ToolCallRequest, ToolCallResult, ToolDescription};
 use crate::review::new_id;
-use crate::tools::{self, GatewayTool, SideEffect, SymbolIndex, ToolContext};
+use crate::tools::{self, GatewayTool, SideEffect, SymbolIndex, ToolContext, ToolTarget};
 
 impl Gateway {
     /// `GET /v1/tools` data: every tool with its description, input JSON Schema, side effect and
@@ -26,6 +26,7 @@ impl Gateway {
         self.inner
             .tools
             .tools()
+            .filter(|tool| tool.target() != ToolTarget::Workspace)
             .map(|tool| ToolDescription {
                 name: tool.name().to_owned(),
                 description: tool.description().to_owned(),
@@ -46,7 +47,7 @@ impl Gateway {
         self.inner
             .tools
             .tools()
-            .filter(|tool| enabled(*tool, config))
+            .filter(|tool| tool.target() != ToolTarget::Workspace && enabled(*tool, config))
             .map(|tool| tool.name().to_owned())
             .collect()
     }
@@ -72,6 +73,14 @@ impl Gateway {
             crate::protocol::check_request_id("`requestId`", id)?;
         }
         let tool = self.inner.tools.get(name)?;
+        if tool.target() == ToolTarget::Workspace {
+            return Err(GatewayError::new(
+                crate::error::codes::TOOL_NOT_FOUND,
+                format!("`{name}` works on MCP workspaces only, not on a mapped repository"),
+                "Call it through MCP (`/mcp` or `review-agent-gateway mcp`) with a workspace \
+                 handle from `workspace_open`.",
+            ));
+        }
         let config = self.config();
         let mapping = config
             .find_mapping(&request.gitlab_origin, &request.project_path)

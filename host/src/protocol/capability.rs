@@ -178,7 +178,7 @@ pub struct ToolDescription {
 }
 
 /// `data` of `POST /v1/tools/:name`: a tool's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallResult {
     /// Id of this call (`call_<ULID>`), as logged.

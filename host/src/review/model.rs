@@ -861,7 +861,7 @@ impl ReviewTools<'_> {
         let tools::ToolRevision::Commit(revision) = self.ctx.default_revision() else {
             return None;
         };
-        let repo: &Repository = self.ctx.repo();
+        let repo: &Repository = self.ctx.repo().ok()?;
         match repo.read_file_at(revision.id, path).ok()?? {
             FileAt::Blob { data, .. } => {
                 let text = String::from_utf8(data).ok()?;

@@ -293,7 +293,7 @@ fn search_all(
     let stop = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, FileHits)>> = Mutex::new(Vec::new());
     let failure: Mutex<Option<GatewayError>> = Mutex::new(None);
-    let shared = ctx.git().clone().into_sync();
+    let shared = ctx.git()?.clone().into_sync();
     let worker = || {
         let git = shared.to_thread_local();
         let mut searcher = SearcherBuilder::new()
@@ -497,10 +497,10 @@ fn commit_candidates(
         }
         .into()
     };
-    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git(), commit, "")? else {
+    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git()?, commit, "")? else {
         return Ok(Vec::new());
     };
-    let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
+    let tree = ctx.git()?.find_tree(id).map_err(|e| read(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse()
         .breadthfirst(&mut recorder)

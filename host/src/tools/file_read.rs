@@ -68,7 +68,7 @@ impl GatewayTool for FileRead {
     ) -> Result<ToolOutput, GatewayError> {
         let input: FileReadInput = parse_input(NAME, input)?;
         super::check_line_range(NAME, input.start_line, input.end_line)?;
-        let rel = super::file_path(NAME, &input.path)?;
+        let rel = ctx.file_path(NAME, &input.path)?;
         let rev = ctx.revision(input.rev.as_deref())?;
         let content = match &rev {
             ToolRevision::Commit(revision) => read_at_commit(ctx, revision, &rel)?,
@@ -133,7 +133,7 @@ fn read_at_commit(
     rel: &str,
 ) -> Result<Content, GatewayError> {
     let at = || format!("at {}", revision.spec);
-    match path::lookup_at(ctx.git(), revision.id, rel)? {
+    match path::lookup_at(ctx.git()?, revision.id, rel)? {
         None => Err(path::not_found(rel, &at())),
         Some(EntryAt::Directory { .. }) => Err(invalid_field(
             NAME,
@@ -144,21 +144,20 @@ fn read_at_commit(
         Some(EntryAt::Submodule { commit }) => Ok(Content::Submodule { commit }),
         Some(EntryAt::File { id }) => {
             let size = ctx
-                .git()
+                .git()?
                 .find_header(id)
                 .map_err(|e| read_failed(rel, e))?
                 .size();
             if size > MAX_FILE_BYTES {
                 return Ok(Content::TooLarge { size });
             }
-            Ok(classify(ctx.repo().read_blob(id)?))
+            Ok(classify(ctx.repo()?.read_blob(id)?))
         }
     }
 }
 
 fn read_in_worktree(ctx: &ToolContext, rel: &str) -> Result<Content, GatewayError> {
-    let root = ctx.work_root()?;
-    let file = path::resolve_in_worktree(root, rel)?;
+    let file = ctx.resolve_in_worktree(rel)?;
     let meta = std::fs::metadata(&file).map_err(|e| read_failed(rel, e))?;
     if meta.is_dir() {
         return Err(invalid_field(

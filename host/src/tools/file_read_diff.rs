@@ -130,7 +130,7 @@ impl GatewayTool for FileReadDiff {
             context_lines: context,
             ..DiffOptions::default()
         };
-        let diff = ctx.repo().diff(base.id, head.id, &options)?;
+        let diff = ctx.repo()?.diff(base.id, head.id, &options)?;
 
         let wanted = |p: &str| match &filters {
             None => true,

@@ -58,6 +58,11 @@ impl GatewayTool for FileSearch {
         super::schema_of::<FileSearchInput>()
     }
 
+    fn mcp_name(&self) -> Option<&'static str> {
+        // The seed's name (mcp-gateway-readme.es.md); `file_search` is draft §10's.
+        Some("file_find")
+    }
+
     fn side_effect(&self) -> SideEffect {
         SideEffect::None
     }
@@ -136,10 +141,10 @@ fn files_at_commit(ctx: &ToolContext, commit: gix::ObjectId) -> Result<Vec<Strin
         }
         .into()
     };
-    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git(), commit, "")? else {
+    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git()?, commit, "")? else {
         return Ok(Vec::new());
     };
-    let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
+    let tree = ctx.git()?.find_tree(id).map_err(|e| read(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse()
         .breadthfirst(&mut recorder)

@@ -245,7 +245,7 @@ impl GatewayTool for GitHistory {
 
     fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
         let input: GitHistoryInput = parse_input(NAME, input)?;
-        let mut git = ctx.git().clone();
+        let mut git = ctx.git()?.clone();
         // Blame and show re-read the same trees (commit and parent); a small cache pays for
         // itself. Blame and rename detection inflate long delta chains of the same blobs: a
         // memory-capped delta-base cache (git's `core.deltaBaseCacheLimit` is 96 MiB) instead
@@ -282,7 +282,7 @@ impl GatewayTool for GitHistory {
 fn start_commit(ctx: &ToolContext, spec: Option<&str>) -> Result<(ObjectId, bool), GatewayError> {
     match ctx.revision(spec)? {
         ToolRevision::Commit(revision) => Ok((revision.id, false)),
-        ToolRevision::Worktree => Ok((ctx.repo().resolve("HEAD")?.id, true)),
+        ToolRevision::Worktree => Ok((ctx.repo()?.resolve("HEAD")?.id, true)),
     }
 }
 

@@ -136,6 +136,10 @@ impl GatewayTool for RunCheck {
         SideEffect::Command
     }
 
+    fn target(&self) -> super::ToolTarget {
+        super::ToolTarget::Repository
+    }
+
     fn execute(
         &self,
         ctx: &ToolContext,
@@ -428,7 +432,7 @@ fn prepare(
         None => (ctx.work_root()?.to_owned(), None),
         Some(commit) => {
             let checkouts = Checkouts::new(settings.state_dir.join(CHECKOUT_DIR), CHECKOUTS_KEPT)?;
-            let checkout = checkouts.get(ctx.repo(), commit)?;
+            let checkout = checkouts.get(ctx.repo()?, commit)?;
             let path = std::fs::canonicalize(checkout.path()).map_err(|e| {
                 GatewayError::new(
                     codes::SANDBOX_FAILED,

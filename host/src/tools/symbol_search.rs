@@ -393,7 +393,7 @@ fn snapshot_tags(
         ToolRevision::Commit(revision) => {
             let all = files_at_commit(ctx, index, revision.id)?;
             let entries: Vec<FileEntry> = all.iter().filter(|e| wanted(e)).cloned().collect();
-            let repo = ctx.git().clone().into_sync();
+            let repo = ctx.git()?.clone().into_sync();
             let loader = || -> index::Loader<'_> {
                 let repo = repo.to_thread_local();
                 Box::new(move |entry: &FileEntry| read_blob(&repo, entry.oid))
@@ -403,7 +403,7 @@ fn snapshot_tags(
         }
         ToolRevision::Worktree => {
             let root = ctx.work_root()?;
-            let hash_kind = ctx.git().object_hash();
+            let hash_kind = ctx.git().map_or(gix::hash::Kind::Sha1, |g| g.object_hash());
             let (entries, contents) = files_in_worktree(ctx, index, wanted)?;
             let loader = || -> index::Loader<'_> {
                 let contents = &contents;
@@ -703,7 +703,7 @@ fn files_at_commit(
         }
         .into()
     };
-    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git(), commit, "")? else {
+    let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git()?, commit, "")? else {
         return Ok(Arc::default());
     };
     if let Some(files) = index.cached_tree(id) {
@@ -714,7 +714,7 @@ fn files_at_commit(
         index.cache_tree(id, files.clone());
         return Ok(files);
     }
-    let tree = ctx.git().find_tree(id).map_err(|e| read(&e))?;
+    let tree = ctx.git()?.find_tree(id).map_err(|e| read(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse()
         .breadthfirst(&mut recorder)
@@ -754,7 +754,7 @@ fn files_in_worktree(
     wanted: &dyn Fn(&FileEntry) -> bool,
 ) -> Result<(Vec<FileEntry>, Contents), GatewayError> {
     let root = ctx.work_root()?;
-    let hash_kind = ctx.git().object_hash();
+    let hash_kind = ctx.git().map_or(gix::hash::Kind::Sha1, |g| g.object_hash());
     index.load_stamps(root);
     let mut files = Vec::new();
     let mut contents = HashMap::new();

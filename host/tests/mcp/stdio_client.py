@@ -1,7 +1,7 @@
 """A real MCP client launching `review-agent-gateway mcp` on stdio: the official Python SDK.
 
 Run by host/tests/mcp_stdio.rs with the test venv's python:
-    stdio_client.py BINARY MODE ORIGIN PROJECT
+    stdio_client.py BINARY MODE REPO
 with the gateway's home in the environment (REVIEW_AGENT_GATEWAY_HOME). MODE is `legacy` or
 `2026-07-28`. Prints one JSON object: the negotiated version, the tool names and two calls.
 """
@@ -19,7 +19,7 @@ def wire(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-async def main(binary, mode, origin, project):
+async def main(binary, mode, repo):
     params = StdioServerParameters(
         command=binary,
         args=["mcp"],
@@ -29,7 +29,8 @@ async def main(binary, mode, origin, project):
     async with Client(params, mode=mode) as client:
         report["protocolVersion"] = str(client.session.protocol_version)
         report["tools"] = [t.name for t in (await client.list_tools()).tools]
-        target = {"gitlabOrigin": origin, "projectPath": project}
+        opened = await client.call_tool("workspace_open", {"path": repo})
+        target = {"workspace": wire(opened)["structuredContent"]["workspace"]}
         report["read"] = wire(await client.call_tool("file_read", {**target, "path": "app.py"}))
         report["badPath"] = wire(
             await client.call_tool("file_read", {**target, "path": "../outside.txt"})
@@ -38,4 +39,4 @@ async def main(binary, mode, origin, project):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:4]))

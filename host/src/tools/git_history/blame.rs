@@ -21,7 +21,7 @@ pub(super) fn run(
         input.start_line.map(u64::from),
         input.end_line.map(u64::from),
     )?;
-    let rel = crate::tools::file_path(NAME, &input.path)?;
+    let rel = ctx.file_path(NAME, &input.path)?;
     let rev = ctx.revision(input.rev.as_deref())?;
     let (suspect, worktree_data, revision) = match &rev {
         ToolRevision::Commit(revision) => {
@@ -34,7 +34,7 @@ pub(super) fn run(
             (revision.id, None, revision.id.to_string())
         }
         ToolRevision::Worktree => {
-            let head = ctx.repo().resolve("HEAD")?;
+            let head = ctx.repo()?.resolve("HEAD")?;
             let data = read_worktree_file(ctx, &rel)?;
             (head.id, Some(data), super::super::WORKTREE.to_owned())
         }
@@ -44,7 +44,7 @@ pub(super) fn run(
     let data = match &worktree_data {
         Some(data) => data.clone(),
         None => ctx
-            .repo()
+            .repo()?
             .read_file_at(suspect, &rel)
             .ok()
             .and_then(|f| match f {
@@ -164,8 +164,7 @@ fn not_a_file(rel: &str, entry: &EntryAt) -> GatewayError {
 /// The bytes of the work-tree file at `rel` (as on disk; clean filters such as `autocrlf` are
 /// not applied).
 fn read_worktree_file(ctx: &ToolContext, rel: &str) -> Result<Vec<u8>, GatewayError> {
-    let root = ctx.work_root()?;
-    let file = path::resolve_in_worktree(root, rel)?;
+    let file = ctx.resolve_in_worktree(rel)?;
     let meta = std::fs::symlink_metadata(&file).map_err(|e| read_error(format!("`{rel}`"), e))?;
     if !meta.is_file() {
         return Err(invalid_field(

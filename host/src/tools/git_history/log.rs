@@ -244,7 +244,7 @@ pub(super) fn run(
     let (start, worktree) = start_commit(ctx, input.rev.as_deref())?;
     let rel = match input.path.as_deref() {
         None => None,
-        Some(p) => Some(path::normalize(p)?).filter(|p| !p.is_empty()),
+        Some(p) => Some(path::normalize_in(ctx.base(), p)?).filter(|p| !p.is_empty()),
     };
     if rel.is_none() && input.follow == Some(true) {
         return Err(invalid_field(NAME, "follow", "it needs a `path` to follow"));

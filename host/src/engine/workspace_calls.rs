@@ -1,0 +1,174 @@
+//! MCP workspaces in the engine (DESIGN §12, issue 14 §2): `workspace_open`, and tool calls
+//! on a workspace handle instead of a mapped repository.
+//!
+//! Decisions:
+//! - The roots are the configuration's, recomputed when the configuration is reloaded (the
+//!   next call after the file changed sees the new roots; a handle whose directory left them is
+//!   refused from then on).
+//! - A tool call names its workspace by handle; the handle is checked again on every call
+//!   ([`crate::workspace::Workspaces::get`]) and the tool reads the directory's files by default
+//!   (`ref` reads a commit when the workspace is a repository's top directory, see
+//!   [`ToolContext::for_workspace`]).
+//! - Every tool of the registry may be called on a workspace; the tools whose
+//!   [`ToolTarget`] is `Workspace` (writes, processes) only there.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+use super::Gateway;
+use crate::error::GatewayError;
+use crate::protocol::ToolCallResult;
+use crate::review::new_id;
+use crate::tools::{self, SideEffect, ToolContext, ToolRevision, ToolTarget};
+use crate::workspace::Workspaces;
+
+/// The name MCP clients call [`Gateway::open_workspace`] by (the seed's own).
+pub const WORKSPACE_OPEN: &str = "workspace_open";
+
+/// The input of `workspace_open`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceOpenInput {
+    /// Absolute path of a directory inside one of the gateway's allowed roots (`[mcp] roots`
+    /// in its config, or a mapped repository's directory). Symbolic links are resolved first:
+    /// the directory they reach must be inside a root.
+    pub path: String,
+}
+
+/// What `workspace_open` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceInfo {
+    /// The opaque handle (`ws_` + 32 hex digits) every other tool takes as `workspace`. The
+    /// same directory always answers the same handle; it survives a restart of the gateway.
+    pub workspace: String,
+    /// The canonical directory (symbolic links resolved).
+    pub path: String,
+    /// Whether the write tools may change files here (a root holding it has `writable = true`).
+    pub writable: bool,
+    /// Whether the directory is a git repository's top directory, so `ref`, history and diffs
+    /// work; other directories are read as files only.
+    pub repository: bool,
+}
+
+impl Gateway {
+    /// The workspaces, with the roots of the configuration in force (recomputed once per
+    /// configuration reload).
+    pub fn workspaces(&self) -> &Workspaces {
+        let config = self.config();
+        let mut seen = self
+            .inner
+            .workspace_roots_of
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !seen.as_ref().is_some_and(|c| Arc::ptr_eq(c, &config)) {
+            // The first call also lands here: the roots of `open` are those of this config.
+            self.inner
+                .workspaces
+                .set_roots(crate::workspace::Roots::from_config(&config));
+            *seen = Some(config);
+        }
+        &self.inner.workspaces
+    }
+
+    /// `workspace_open`: bind a handle to the directory at absolute `path` (seed "allowed
+    /// roots", DESIGN §12). Blocking (file system and store).
+    ///
+    /// # Errors
+    /// As [`Workspaces::open`]: `request.invalid` (relative path), `workspace.outside_roots`,
+    /// `workspace.filesystem_root`, `workspace.inside_git_dir`, `workspace.not_found`,
+    /// `workspace.not_a_directory`, `store.unavailable`.
+    pub fn open_workspace(&self, path: &str) -> Result<WorkspaceInfo, GatewayError> {
+        let workspace = self.workspaces().open(std::path::Path::new(path))?;
+        let ctx = ToolContext::for_workspace(workspace.clone())?;
+        tracing::info!(handle = workspace.handle(), "workspace_open");
+        Ok(WorkspaceInfo {
+            workspace: workspace.handle().to_owned(),
+            path: workspace.dir().to_string_lossy().into_owned(),
+            writable: workspace.writable(),
+            repository: ctx.repo().is_ok(),
+        })
+    }
+
+    /// Run tool `name` on the workspace `handle` with `input` (the MCP `tools/call` path).
+    /// Blocking; `cancel` set by the transport stops a running command.
+    ///
+    /// # Errors
+    /// `tool.not_found`; the workspace's checks ([`Workspaces::get`]: `workspace.unknown`,
+    /// `workspace.not_found`, `workspace.outside_roots`, …); the tool's own errors
+    /// (`request.invalid` naming the field, `tool.path_outside_repository`,
+    /// `tool.path_not_found`, `workspace.read_only`, `workspace.not_a_repository`, …).
+    pub fn call_workspace_tool(
+        &self,
+        name: &str,
+        handle: &str,
+        input: serde_json::Value,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<ToolCallResult, GatewayError> {
+        let tool = self.inner.tools.get(name)?;
+        if tool.target() == ToolTarget::Repository {
+            return Err(GatewayError::new(
+                crate::error::codes::TOOL_NOT_FOUND,
+                format!("`{name}` works on mapped repositories only, not on a workspace"),
+                "Use `process_run` to run a command in a workspace.",
+            ));
+        }
+        let workspace = self.workspaces().get(handle)?;
+        let mut ctx = ToolContext::for_workspace(workspace)?
+            .with_symbol_index(self.symbol_index())
+            .with_cancel(cancel);
+        if tool.side_effect() == SideEffect::Command {
+            let paths = crate::config::Paths::discover()?;
+            ctx = ctx.with_run_check(&self.config(), &paths);
+        }
+        let rev = input
+            .get("ref")
+            .and_then(|r| r.as_str())
+            .unwrap_or(tools::WORKTREE)
+            .to_owned();
+        let commit = match ctx.revision(Some(&rev)) {
+            Ok(ToolRevision::Commit(revision)) => Some(revision.id.to_string()),
+            // The tool reports a bad `ref` itself, naming its field.
+            _ => None,
+        };
+        let call_id = new_id("call");
+        let call = tools::invoke(tool, &ctx, &call_id, input);
+        let done = &call.completed;
+        match call.result {
+            Ok(output) => {
+                tracing::info!(
+                    tool = name,
+                    call_id,
+                    workspace = handle,
+                    input = %call.started.input,
+                    duration_ms = done.duration_ms,
+                    truncated = output.truncated,
+                    "workspace tool call"
+                );
+                Ok(ToolCallResult {
+                    call_id,
+                    tool: name.to_owned(),
+                    rev,
+                    commit,
+                    output: output.value,
+                    truncated: output.truncated,
+                    duration_ms: done.duration_ms.unwrap_or(0),
+                })
+            }
+            Err(error) => {
+                tracing::info!(
+                    tool = name,
+                    call_id,
+                    workspace = handle,
+                    input = %call.started.input,
+                    duration_ms = done.duration_ms,
+                    code = error.code,
+                    "workspace tool call failed"
+                );
+                Err(error)
+            }
+        }
+    }
+}
