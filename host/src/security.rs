@@ -17,6 +17,6 @@ mod token;
 pub use error::SecurityError;
 pub use host::{HostRefusal, check_host, host_allowed};
 pub use live::LiveToken;
-pub use origin::origin_allowed;
+pub use origin::{origin_allowed, own_origin};
 pub use redact::Redactor;
 pub use token::{Token, bearer_token};

@@ -285,6 +285,29 @@ fn our_host_origin_and_token_checks_guard_mcp() {
     let rebound = format!("attacker.example:{}", d.port);
     let host = d.mcp("GET", &[("Host", &rebound)], None);
     assert_eq!(host.status, 403, "{}", host.body);
+
+    // The daemon's own loopback origin (a page it serves) is accepted, without CORS headers;
+    // the same host on another port is not.
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": { "name": "raw", "version": "1" }
+        }
+    });
+    for own in [
+        format!("http://127.0.0.1:{}", d.port),
+        format!("http://localhost:{}", d.port),
+    ] {
+        let reply = d.mcp("POST", &[("Origin", &own)], Some(&init));
+        assert_eq!(reply.status, 200, "{own}: {}", reply.body);
+        assert_eq!(reply.header("access-control-allow-origin"), None, "{own}");
+    }
+    let other_port = format!("http://127.0.0.1:{}", d.port.wrapping_add(1));
+    let reply = d.mcp("POST", &[("Origin", &other_port)], Some(&init));
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert_eq!(reply.error_code(), "origin.not_allowed");
 }
 
 #[test]

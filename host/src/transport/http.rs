@@ -16,10 +16,12 @@
 //!    authority is not the `Host` header, is 400 `request.host_invalid` (RFC 9112 §3.2); the
 //!    host (the absolute-form authority, else `Host`) must be `127.0.0.1`, `localhost` or
 //!    `[::1]` with our port (DNS-rebinding defence), else 403 `request.host_not_allowed`;
-//! 2. the `Origin` check — a request carrying an `Origin` that is not a configured GitLab
-//!    origin is refused with 403 `origin.not_allowed` before any handler runs (so it has no
-//!    side effect), and CORS preflights (with `Access-Control-Allow-Private-Network`) are
-//!    answered only for configured origins;
+//! 2. the `Origin` check — a request carrying an `Origin` that is neither a configured GitLab
+//!    origin nor the daemon's own loopback origin (`http://127.0.0.1:<our port>` or
+//!    `http://localhost:<our port>`, [`own_origin`]: pages the daemon serves itself) is refused
+//!    with 403 `origin.not_allowed` before any handler runs (so it has no side effect), and CORS
+//!    preflights (with `Access-Control-Allow-Private-Network`) are answered only for configured
+//!    origins — the own origin gets no CORS headers, as same-origin requests need none;
 //! 3. the bearer token — `Authorization: Bearer <token>`, compared in constant time, on every
 //!    route but `GET /v1/health`: 401 `auth.token_missing` / `auth.token_invalid`.
 //!
@@ -53,7 +55,9 @@ use crate::protocol::{
     AgentEvent, ApiResponse, CancelRequest, ErrorObject, RepositoryMappingRequest, ToolCallRequest,
     check_request_id,
 };
-use crate::security::{HostRefusal, LiveToken, bearer_token, check_host, origin_allowed};
+use crate::security::{
+    HostRefusal, LiveToken, bearer_token, check_host, origin_allowed, own_origin,
+};
 
 /// The header a client may name its request with, and in which every answer carries its id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -238,6 +242,8 @@ async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId)
     let allowed_origin = match &origin {
         None => None,
         Some(o) if origin_allowed(o, &state.gateway.allowed_origins()) => Some(o.clone()),
+        // A page of the daemon itself: accepted, and no CORS headers (same origin).
+        Some(o) if own_origin(o, security.port) => None,
         Some(o) => {
             // No CORS headers: the browser keeps the answer from the page, and no handler ran.
             return error_response(
