@@ -157,6 +157,19 @@ pub mod codes {
     pub const WORKSPACE_UNKNOWN: &str = "workspace.unknown";
     /// A write in a workspace no writable root holds (`[mcp] roots` with `writable = true`).
     pub const WORKSPACE_READ_ONLY: &str = "workspace.read_only";
+    /// A patch given to a write tool is not a unified diff, has a hunk whose lines disagree
+    /// with its `@@` counts, or is of a kind not applied (binary, rename, mode change) (issue 14
+    /// §3).
+    pub const PATCH_INVALID: &str = "patch.invalid";
+    /// A hunk's old lines are not in the file, even a few lines off or with trailing whitespace
+    /// ignored; or a created file exists, or a deletion leaves lines (issue 14 §3).
+    pub const PATCH_CONFLICT: &str = "patch.conflict";
+    /// A hunk's old lines are in the file at several places, none at the expected line.
+    pub const PATCH_AMBIGUOUS: &str = "patch.ambiguous";
+    /// The text to replace is not in the file (issue 14 §3).
+    pub const EDIT_NO_MATCH: &str = "edit.no_match";
+    /// The text to replace occurs a different number of times than expected (1 by default).
+    pub const EDIT_COUNT_MISMATCH: &str = "edit.count_mismatch";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The
