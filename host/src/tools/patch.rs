@@ -35,10 +35,10 @@
 //!   first line that differs (expected and found text, each cut to 200 characters).
 //!
 //! Hunks never overlap and never go before the previous one. Context lines keep the file's own
-//! text (so whitespace the patch lost is not lost from the file); added lines get the file's line
-//! ending: the ending of the file's first line (`\r\n` or `\n`), for an empty file the patch's
-//! (`\r\n` when every patch line had one). Line endings are not part of a line's content when
-//! comparing, so an LF patch matches a CRLF file exactly. The file's final-newline state is kept
+//! text (so whitespace the patch lost is not lost from the file) and every kept line its own
+//! ending; added lines get the file's ending: that of its first line (`\r\n` or `\n`), for an
+//! empty file the patch's (`\r\n` when every patch line had one). Line endings are not part of a
+//! line's content when comparing, so an LF patch matches a CRLF file exactly. The file's final-newline state is kept
 //! unless the hunk that reaches the end of the file says otherwise with `\ No newline at end of
 //! file` on its new side (no final newline) or only on its old side (add one).
 //!
@@ -686,6 +686,18 @@ struct FileLine<'a> {
     ending: &'static str,
 }
 
+impl<'a> FileLine<'a> {
+    /// The line as written back: its text and own ending, `dominant` when it had none.
+    fn kept(&self, dominant: &'static str) -> (&'a str, &'static str) {
+        let ending = if self.ending.is_empty() {
+            dominant
+        } else {
+            self.ending
+        };
+        (self.text, ending)
+    }
+}
+
 fn split_lines(text: &str) -> Vec<FileLine<'_>> {
     text.split_inclusive('\n')
         .map(|piece| {
@@ -738,7 +750,9 @@ pub fn apply(original: &str, patch: &FilePatch) -> Result<Applied, PatchError> {
         .map(|l| l.ending)
         .find(|e| !e.is_empty())
         .unwrap_or(if patch.crlf { "\r\n" } else { "\n" });
-    let mut out: Vec<&str> = Vec::with_capacity(file.len());
+    // Each output line with its own ending: the file's for the file's lines, `dominant` for
+    // added ones (and for a former last line without one).
+    let mut out: Vec<(&str, &'static str)> = Vec::with_capacity(file.len());
     let mut cursor = 0usize;
     let mut last_offset = 0isize;
     let mut reports = Vec::with_capacity(patch.hunks.len());
@@ -746,16 +760,16 @@ pub fn apply(original: &str, patch: &FilePatch) -> Result<Applied, PatchError> {
     for (i, hunk) in patch.hunks.iter().enumerate() {
         let old = hunk.old_side();
         let (pos, whitespace) = locate(&file, &old, hunk, i + 1, cursor, last_offset, path)?;
-        out.extend(file[cursor..pos].iter().map(|l| l.text));
+        out.extend(file[cursor..pos].iter().map(|l| l.kept(dominant)));
         let mut k = pos;
         for line in &hunk.lines {
             match line {
                 HunkLine::Context(_) => {
-                    out.push(file[k].text);
+                    out.push(file[k].kept(dominant));
                     k += 1;
                 }
                 HunkLine::Removed(_) => k += 1,
-                HunkLine::Added(t) => out.push(t),
+                HunkLine::Added(t) => out.push((t, dominant)),
             }
         }
         cursor = k;
@@ -771,7 +785,7 @@ pub fn apply(original: &str, patch: &FilePatch) -> Result<Applied, PatchError> {
             whitespace,
         });
     }
-    out.extend(file[cursor..].iter().map(|l| l.text));
+    out.extend(file[cursor..].iter().map(|l| l.kept(dominant)));
     if patch.is_delete() && !out.is_empty() {
         return Err(PatchError::DeleteIncomplete {
             path: path.to_owned(),
@@ -785,10 +799,10 @@ pub fn apply(original: &str, patch: &FilePatch) -> Result<Applied, PatchError> {
     };
     let mut text = String::with_capacity(original.len() + 64);
     let last = out.len().saturating_sub(1);
-    for (i, line) in out.iter().enumerate() {
+    for (i, (line, ending)) in out.iter().enumerate() {
         text.push_str(line);
         if i < last || final_newline {
-            text.push_str(dominant);
+            text.push_str(ending);
         }
     }
     Ok(Applied {

@@ -227,6 +227,18 @@ fn crlf_file_stays_crlf_with_an_lf_patch() {
 }
 
 #[test]
+fn a_mixed_ending_file_keeps_each_untouched_line_ending() {
+    // First line decides the ending of added lines (LF); the CRLF lines stay CRLF.
+    let original = "line 1\nline 2\r\nline 3\r\nline 4\r\nline 5\n";
+    check(
+        original,
+        SIMPLE,
+        "line 1\nline 2\r\nline three\nline 4\r\nline 5\n",
+        &[(2, 0, false)],
+    );
+}
+
+#[test]
 fn no_final_newline_is_kept_removed_and_added() {
     // Kept: the patch does not mention it.
     let diff = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+A\n b\n";
