@@ -619,3 +619,17 @@ fn git_diff_round_trip_on_real_files() {
         ],
     );
 }
+
+#[test]
+fn http_statuses_of_the_patch_and_edit_codes() {
+    use crate::transport::http::status_for;
+    for (code, status) in [
+        (codes::PATCH_INVALID, 400),
+        (codes::PATCH_CONFLICT, 409),
+        (codes::PATCH_AMBIGUOUS, 409),
+        (codes::EDIT_NO_MATCH, 409),
+        (codes::EDIT_COUNT_MISMATCH, 409),
+    ] {
+        assert_eq!(status_for(code).as_u16(), status, "{code}");
+    }
+}
