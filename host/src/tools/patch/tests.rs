@@ -184,6 +184,40 @@ fn multi_hunk_offsets_accumulate() {
 }
 
 #[test]
+fn the_previous_offset_picks_between_two_copies() {
+    // Hunk 2's block is at lines 25 and 30; hunk 1 moved +5, so line 20 + 5 is meant (rule a),
+    // not an ambiguity.
+    let block = "x\ny\nz\n";
+    let original = format!(
+        "{}{}{block}{}{block}{}",
+        numbered(100..=104),
+        numbered(1..=19),
+        numbered(50..=51),
+        numbered(60..=61)
+    );
+    let diff = "\
+--- a/f.txt
++++ b/f.txt
+@@ -2,1 +2,1 @@
+-line 2
++two
+@@ -20,3 +20,3 @@
+ x
+-y
++Y
+ z
+";
+    let expected = format!(
+        "{}{}x\nY\nz\n{}{block}{}",
+        numbered(100..=104),
+        numbered(1..=19).replace("line 2\n", "two\n"),
+        numbered(50..=51),
+        numbered(60..=61)
+    );
+    check(&original, diff, &expected, &[(7, 5, false), (25, 5, false)]);
+}
+
+#[test]
 fn a_hunk_may_not_go_before_the_previous_one() {
     let original = numbered(1..=10);
     let diff = "\
