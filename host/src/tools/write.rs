@@ -28,7 +28,8 @@ const TEMP_NAME_CHARS: usize = 64;
 /// to disk, and is renamed over `dir/name` — atomic on one file system (POSIX `rename(2)`,
 /// `MoveFileEx` with replace on Windows). The directory is then synced, best effort (so the
 /// rename survives a crash where the system allows it). On any failure the temporary file is
-/// removed. The owner and extended attributes of a replaced file are not kept.
+/// removed. The owner and extended attributes of a replaced file are not kept, and other hard
+/// links to it keep the old content (the name gets a new file).
 ///
 /// # Errors
 ///
