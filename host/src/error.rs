@@ -160,6 +160,19 @@ pub mod codes {
     /// A call needs git (a `ref`, history, a diff) in a workspace that is not a repository's
     /// top directory (DESIGN §12).
     pub const WORKSPACE_NOT_A_REPOSITORY: &str = "workspace.not_a_repository";
+    /// A patch given to a write tool is not a unified diff, has a hunk whose lines disagree
+    /// with its `@@` counts, or is of a kind not applied (binary, rename, mode change) (issue 14
+    /// §3).
+    pub const PATCH_INVALID: &str = "patch.invalid";
+    /// A hunk's old lines are not in the file, even a few lines off or with trailing whitespace
+    /// ignored; or a created file exists, or a deletion leaves lines (issue 14 §3).
+    pub const PATCH_CONFLICT: &str = "patch.conflict";
+    /// A hunk's old lines are in the file at several places, none at the expected line.
+    pub const PATCH_AMBIGUOUS: &str = "patch.ambiguous";
+    /// The text to replace is not in the file (issue 14 §3).
+    pub const EDIT_NO_MATCH: &str = "edit.no_match";
+    /// The text to replace occurs a different number of times than expected (1 by default).
+    pub const EDIT_COUNT_MISMATCH: &str = "edit.count_mismatch";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

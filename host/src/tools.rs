@@ -16,9 +16,11 @@ mod file_read;
 mod file_read_diff;
 mod file_search;
 mod git_history;
+pub mod patch;
 pub mod path;
 pub mod run_check;
 pub mod symbol_search;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 

@@ -767,6 +767,11 @@ pub fn status_for(code: &str) -> StatusCode {
         // A run whose state or kind does not allow the action (a chat is never resumed): the
         // client's request conflicts with the run, not a gateway fault (was a 500).
         codes::REQUEST_ID_CONFLICT | codes::RUN_NOT_RESUMABLE => StatusCode::CONFLICT,
+        // A write whose patch or edit does not fit the file's current text.
+        codes::PATCH_CONFLICT
+        | codes::PATCH_AMBIGUOUS
+        | codes::EDIT_NO_MATCH
+        | codes::EDIT_COUNT_MISMATCH => StatusCode::CONFLICT,
         // The provider cannot be used as configured (no such id or model, no usable key).
         codes::PROVIDER_NOT_CONFIGURED
         | codes::SECRETS_FILE_INSECURE
@@ -783,6 +788,8 @@ pub fn status_for(code: &str) -> StatusCode {
             || c.starts_with("repository.")
             || c.starts_with("tool.")
             || c.starts_with("review.")
+            // `patch.invalid`.
+            || c.starts_with("patch.")
             // `workspace.not_a_directory`.
             || c.starts_with("workspace.") =>
         {
