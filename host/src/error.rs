@@ -157,6 +157,12 @@ pub mod codes {
     pub const WORKSPACE_UNKNOWN: &str = "workspace.unknown";
     /// A write in a workspace no writable root holds (`[mcp] roots` with `writable = true`).
     pub const WORKSPACE_READ_ONLY: &str = "workspace.read_only";
+    /// No process has this handle: never started here, not a `proc_` handle, or finished and
+    /// forgotten (15 minutes after its end, or once 32 later ones have finished; issue 14 §3).
+    pub const PROCESS_NOT_FOUND: &str = "process.not_found";
+    /// As many processes as allowed at once (8) are running already; retryable once one ends
+    /// or is killed (HTTP 429, issue 14 §3).
+    pub const PROCESS_TOO_MANY: &str = "process.too_many";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

@@ -754,6 +754,7 @@ pub fn status_for(code: &str) -> StatusCode {
         codes::RUN_NOT_FOUND
         | codes::WORKSPACE_NOT_FOUND
         | codes::WORKSPACE_UNKNOWN
+        | codes::PROCESS_NOT_FOUND
         | codes::REPOSITORY_NOT_MAPPED
         | codes::REQUEST_NOT_FOUND
         | codes::TOOL_NOT_FOUND
@@ -761,6 +762,8 @@ pub fn status_for(code: &str) -> StatusCode {
         // A run whose state or kind does not allow the action (a chat is never resumed): the
         // client's request conflicts with the run, not a gateway fault (was a 500).
         codes::REQUEST_ID_CONFLICT | codes::RUN_NOT_RESUMABLE => StatusCode::CONFLICT,
+        // Wait for a running process to end, or kill one (issue 14 §3).
+        codes::PROCESS_TOO_MANY => StatusCode::TOO_MANY_REQUESTS,
         // The provider cannot be used as configured (no such id or model, no usable key).
         codes::PROVIDER_NOT_CONFIGURED
         | codes::SECRETS_FILE_INSECURE
