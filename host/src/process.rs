@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::error::{GatewayError, codes};
 use crate::sandbox::{Job, LiveOutput, Outcome, Policy, Sandbox, Stream};
+use crate::security::redact::Redactor;
 
 /// Prefix of a process handle.
 pub const HANDLE_PREFIX: &str = "proc_";
@@ -96,6 +97,12 @@ pub struct ProcessSpec {
     /// The MCP workspace (`ws_…`) the process was started in, if any; shown in every
     /// snapshot so a later call can check it names the same workspace.
     pub workspace: Option<String>,
+    /// What every answer's stdout and stderr pass through (tokens, secret environment values,
+    /// the home directory and repository root, as `run_check` redacts); `None` answers the
+    /// output as written. With a redactor, an answer while the command runs ends at a line end
+    /// (`\n` or `\r`) — a partial line waits for its end, or for the command's — so a secret
+    /// is never split across two answers (one longer than an answer is cut anyway).
+    pub redactor: Option<Redactor>,
     /// Values dropped when the command has ended (not before): its
     /// [`Scratch`](crate::sandbox::Scratch) directory, a scratch checkout's lock.
     pub hold: Vec<Box<dyn Any + Send>>,
@@ -113,6 +120,7 @@ impl fmt::Debug for ProcessSpec {
             .field("timeout", &self.timeout)
             .field("max_output", &self.max_output)
             .field("workspace", &self.workspace)
+            .field("redactor", &self.redactor.is_some())
             .field("hold", &self.hold.len())
             .field("on_end", &self.on_end.is_some())
             .finish_non_exhaustive()
@@ -201,6 +209,7 @@ struct Inner {
 #[derive(Debug)]
 struct Entry {
     workspace: Option<String>,
+    redactor: Option<Redactor>,
     cancel: Arc<AtomicBool>,
     live: Arc<LiveOutput>,
     started: Instant,
@@ -258,6 +267,7 @@ impl ProcessTable {
                 id.clone(),
                 Entry {
                     workspace: spec.workspace.clone(),
+                    redactor: spec.redactor.clone(),
                     cancel: Arc::clone(&cancel),
                     live: Arc::clone(&live),
                     started: Instant::now(),
@@ -391,21 +401,19 @@ impl ProcessTable {
             let chunk = entry.live.read_at_most(stream, from, max);
             let kept_after = entry.live.read_at_most(stream, chunk.next, 1);
             let more = !kept_after.bytes.is_empty();
-            // Stop before a character cut in two, unless nothing more will ever come.
-            let len = if running || more {
-                complete_utf8(&chunk.bytes)
-            } else {
-                chunk.bytes.len()
-            };
+            let len = answer_len(
+                &chunk.bytes,
+                !running && !more,
+                entry.redactor.is_some(),
+                max,
+            );
             let next = chunk.next - (chunk.bytes.len() - len) as u64;
-            let text = String::from_utf8_lossy(&chunk.bytes[..len]).into_owned();
-            (
-                text,
-                next,
-                chunk.total,
-                more || len < chunk.bytes.len(),
-                chunk.truncated,
-            )
+            let text = String::from_utf8_lossy(&chunk.bytes[..len]);
+            let text = match &entry.redactor {
+                Some(redactor) => redactor.redact(&text).into_owned(),
+                None => text.into_owned(),
+            };
+            (text, next, chunk.total, more, chunk.truncated)
         };
         let (stdout, stdout_cursor, stdout_bytes, stdout_more, stdout_cut) =
             read(Stream::Stdout, stdout_from);
@@ -491,6 +499,28 @@ impl Drop for EndGuard {
     }
 }
 
+/// How much of `bytes` (read from a cursor, at most `max`) one answer gives: all of the last
+/// piece (`last`: the command has ended and nothing is kept after it); otherwise never a UTF-8
+/// character cut in two, and — when `by_lines` (redacting) — up to the last line end, a
+/// partial line held back unless it fills the whole answer.
+fn answer_len(bytes: &[u8], last: bool, by_lines: bool, max: usize) -> usize {
+    if last {
+        return bytes.len();
+    }
+    let len = complete_utf8(bytes);
+    if !by_lines {
+        return len;
+    }
+    match bytes[..len]
+        .iter()
+        .rposition(|b| matches!(b, b'\n' | b'\r'))
+    {
+        Some(end) => end + 1,
+        None if bytes.len() < max => 0,
+        None => len,
+    }
+}
+
 /// The length of `bytes` without a UTF-8 character cut at its end (1 to 3 bytes of a
 /// sequence the next bytes would complete); everything when it is valid or invalid
 /// otherwise.
@@ -542,6 +572,28 @@ mod tests {
         // Invalid, not incomplete: kept (shown as U+FFFD), or the cursor would never move.
         assert_eq!(complete_utf8(&[b'a', 0xff, b'b']), 3);
         assert_eq!(complete_utf8(&[]), 0);
+    }
+
+    #[test]
+    fn a_redacted_answer_ends_at_a_line_end() {
+        assert_eq!(answer_len(b"a\nbc", false, true, 10), 2);
+        assert_eq!(answer_len(b"a\rbc", false, true, 10), 2);
+        assert_eq!(
+            answer_len(b"abc", false, true, 10),
+            0,
+            "a partial line waits"
+        );
+        assert_eq!(
+            answer_len(b"abc", false, true, 3),
+            3,
+            "unless it fills the answer"
+        );
+        assert_eq!(
+            answer_len(b"abc", true, true, 10),
+            3,
+            "or nothing more will come"
+        );
+        assert_eq!(answer_len(b"abc", false, false, 10), 3);
     }
 
     #[test]
