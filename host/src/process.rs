@@ -352,6 +352,18 @@ impl ProcessTable {
         self.wait(id, KILL_WAIT)
     }
 
+    /// Ask every running process to stop (the gateway is shutting down), without waiting;
+    /// returns how many were asked. Each ends as [`ProcessTable::kill`] would end it.
+    pub fn kill_all(&self) -> usize {
+        let state = self.lock();
+        let mut asked = 0;
+        for entry in state.values().filter(|e| e.end.is_none()) {
+            entry.cancel.store(true, Ordering::SeqCst);
+            asked += 1;
+        }
+        asked
+    }
+
     /// How many processes are running now.
     pub fn running(&self) -> usize {
         self.lock().values().filter(|e| e.end.is_none()).count()
@@ -455,10 +467,16 @@ fn supervise(mut spec: ProcessSpec, cancel: &AtomicBool, live: Arc<LiveOutput>, 
         cancel: Some(cancel),
         live: Some(live),
     };
-    let result = spec.sandbox.run(&job, &spec.policy);
+    let mut result = spec.sandbox.run(&job, &spec.policy);
     spec.hold.clear();
     if let Some(on_end) = spec.on_end.take() {
         on_end(&result);
+    }
+    // Answers read the output from the live buffer: the outcome's copy would double what a
+    // finished process keeps.
+    if let Ok(outcome) = &mut result {
+        outcome.stdout = Vec::new();
+        outcome.stderr = Vec::new();
     }
     guard.finish(result);
 }

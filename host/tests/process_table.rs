@@ -329,8 +329,11 @@ fn at_most_eight_run_at_once() {
     let ninth = table
         .start(fx.spec("sleep 60", 120 * SECOND, 1024))
         .expect("room now");
+    // Shutting down stops the other eight.
+    assert_eq!(table.kill_all(), 8);
     for id in ids.iter().skip(1).chain([&ninth]) {
-        assert!(table.kill(id.as_str()).expect("known").cancelled);
+        let snapshot = table.wait(id.as_str(), 10 * SECOND).expect("known");
+        assert!(snapshot.cancelled && !snapshot.running, "{snapshot:?}");
     }
     assert_eq!(table.running(), 0);
 }
