@@ -173,6 +173,12 @@ pub mod codes {
     pub const EDIT_NO_MATCH: &str = "edit.no_match";
     /// The text to replace occurs a different number of times than expected (1 by default).
     pub const EDIT_COUNT_MISMATCH: &str = "edit.count_mismatch";
+    /// No process has this handle: never started here, not a `proc_` handle, or finished and
+    /// forgotten (15 minutes after its end, or once 32 later ones have finished; issue 14 §3).
+    pub const PROCESS_NOT_FOUND: &str = "process.not_found";
+    /// As many processes as allowed at once (8) are running already; retryable once one ends
+    /// or is killed (HTTP 429, issue 14 §3).
+    pub const PROCESS_TOO_MANY: &str = "process.too_many";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

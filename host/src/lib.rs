@@ -10,6 +10,7 @@ pub mod error;
 pub mod globs;
 pub mod logging;
 pub mod mcp;
+pub mod process;
 pub mod protocol;
 pub mod providers;
 pub mod repo;

@@ -6,7 +6,8 @@
 //! Landlock and seccomp on Linux, applied by a re-executed helper mode of our own binary
 //! ([`linux`]), and a Seatbelt profile on macOS ([`seatbelt::render`]). [`Sandbox::run`] starts
 //! a command under a policy and supervises it: wall-clock timeout, cancel, output caps, and no
-//! process outliving the call.
+//! process outliving the call. A [`LiveOutput`] given in the [`Job`] lets other threads read
+//! the output while the command runs ([`crate::process`] answers long commands with it).
 //!
 //! # What a confined command may do (Linux, Landlock ABI 3 or later)
 //!
@@ -579,6 +580,90 @@ pub struct Job<'a> {
     pub max_output: usize,
     /// Once `true`, the command is killed (`cancelled: true`).
     pub cancel: Option<&'a AtomicBool>,
+    /// Where the output also goes as it arrives, readable while the command runs (the MCP
+    /// `process_output`, issue 14 §3); `None` collects it only for the [`Outcome`].
+    pub live: Option<Arc<LiveOutput>>,
+}
+
+// === impl LiveOutput ===
+
+/// One of a command's two output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A command's output as it arrives: both streams, each keeping its first `cap` bytes (the
+/// rest is counted and dropped, so memory stays bounded however much a command writes),
+/// readable at any time from a byte offset (a cursor). Thread-safe: the sandbox's reader
+/// threads append, any thread reads.
+#[derive(Debug)]
+pub struct LiveOutput {
+    // Invariant: `kept.len() <= cap` for both streams; `total >= kept.len()`.
+    streams: Mutex<[Captured; 2]>,
+    cap: usize,
+}
+
+/// What [`LiveOutput::read`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveChunk {
+    /// The kept bytes from the cursor on (at most the `max` asked for).
+    pub bytes: Vec<u8>,
+    /// The cursor of the next read: the given cursor (clamped to the kept length) plus
+    /// `bytes.len()`.
+    pub next: u64,
+    /// Whether the stream has gone past the cap: bytes after the kept ones were dropped.
+    pub truncated: bool,
+    /// Everything the stream has written so far, in bytes (kept or not).
+    pub total: u64,
+}
+
+impl LiveOutput {
+    /// An empty buffer keeping at most `cap` bytes of each stream (give the [`Job`]'s
+    /// `max_output`).
+    pub fn new(cap: usize) -> LiveOutput {
+        LiveOutput {
+            streams: Mutex::new([Captured::default(), Captured::default()]),
+            cap,
+        }
+    }
+
+    /// The kept bytes of `stream` from byte offset `from` on (all of them; see
+    /// [`LiveOutput::read_at_most`]). A cursor past the kept bytes reads nothing.
+    pub fn read(&self, stream: Stream, from: u64) -> LiveChunk {
+        self.read_at_most(stream, from, usize::MAX)
+    }
+
+    /// At most `max` kept bytes of `stream` from byte offset `from` on; `next` continues.
+    pub fn read_at_most(&self, stream: Stream, from: u64, max: usize) -> LiveChunk {
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let captured = &streams[stream as usize];
+        let start = usize::try_from(from)
+            .unwrap_or(usize::MAX)
+            .min(captured.kept.len());
+        let end = start.saturating_add(max).min(captured.kept.len());
+        LiveChunk {
+            bytes: captured.kept[start..end].to_vec(),
+            next: end as u64,
+            truncated: captured.total > captured.kept.len() as u64,
+            total: captured.total,
+        }
+    }
+
+    /// Append `bytes` that `stream` wrote, keeping what fits under the cap.
+    fn append(&self, stream: Stream, bytes: &[u8]) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let captured = &mut streams[stream as usize];
+        let room = self
+            .cap
+            .saturating_sub(captured.kept.len())
+            .min(bytes.len());
+        captured.kept.extend_from_slice(&bytes[..room]);
+        captured.total += bytes.len() as u64;
+    }
 }
 
 /// What a command did.
@@ -610,7 +695,7 @@ pub struct Outcome {
 /// before it is killed itself; and for stdout and stderr to close after that.
 const GRACE: Duration = Duration::from_secs(2);
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Captured {
     kept: Vec<u8>,
     total: u64,
@@ -662,23 +747,30 @@ fn run(
     let control = child.stdin.take();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut streams = Vec::new();
-    for reader in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    for (stream, reader) in [
+        (
+            Stream::Stdout,
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+        (
+            Stream::Stderr,
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
     ] {
         let captured = Arc::new(Mutex::new(Captured::default()));
         if let Some(reader) = reader {
             let sink = Arc::clone(&captured);
             let done = done_tx.clone();
             let cap = job.max_output;
+            let live = job.live.clone();
             std::thread::spawn(move || {
-                drain(reader, &sink, cap);
+                drain(reader, &sink, cap, live.as_deref().map(|l| (l, stream)));
                 let _ = done.send(());
             });
         } else {
@@ -816,17 +908,28 @@ fn setup_error(stderr: &[u8]) -> Option<GatewayError> {
     Some(GatewayError::new(code, message, remediation))
 }
 
-/// Read `reader` to its end, keeping the first `cap` bytes.
-fn drain(mut reader: Box<dyn Read + Send>, sink: &Mutex<Captured>, cap: usize) {
+/// Read `reader` to its end, keeping the first `cap` bytes, and passing every read on to
+/// `live` as it arrives.
+fn drain(
+    mut reader: Box<dyn Read + Send>,
+    sink: &Mutex<Captured>,
+    cap: usize,
+    live: Option<(&LiveOutput, Stream)>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                let mut c = sink.lock().unwrap_or_else(|p| p.into_inner());
-                let room = cap.saturating_sub(c.kept.len()).min(n);
-                c.kept.extend_from_slice(&buf[..room]);
-                c.total += n as u64;
+                {
+                    let mut c = sink.lock().unwrap_or_else(|p| p.into_inner());
+                    let room = cap.saturating_sub(c.kept.len()).min(n);
+                    c.kept.extend_from_slice(&buf[..room]);
+                    c.total += n as u64;
+                }
+                if let Some((live, stream)) = live {
+                    live.append(stream, &buf[..n]);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
@@ -1004,6 +1107,7 @@ mod tests {
             memory_bytes: 1 << 30,
             max_output: 100,
             cancel: None,
+            live: None,
         };
         let error = sandbox.run(&job, &Policy::default()).expect_err("refused");
         assert_eq!(error.code, codes::SANDBOX_UNAVAILABLE);

@@ -584,6 +584,7 @@ fn run(
         memory_bytes: plan.memory_bytes,
         max_output: plan.max_output,
         cancel,
+        live: None,
     };
     let outcome = sandbox.run(&job, &policy).map_err(failed)?;
     drop(scratch);

@@ -760,6 +760,7 @@ pub fn status_for(code: &str) -> StatusCode {
         codes::RUN_NOT_FOUND
         | codes::WORKSPACE_NOT_FOUND
         | codes::WORKSPACE_UNKNOWN
+        | codes::PROCESS_NOT_FOUND
         | codes::REPOSITORY_NOT_MAPPED
         | codes::REQUEST_NOT_FOUND
         | codes::TOOL_NOT_FOUND
@@ -772,6 +773,8 @@ pub fn status_for(code: &str) -> StatusCode {
         | codes::PATCH_AMBIGUOUS
         | codes::EDIT_NO_MATCH
         | codes::EDIT_COUNT_MISMATCH => StatusCode::CONFLICT,
+        // Wait for a running process to end, or kill one (issue 14 §3).
+        codes::PROCESS_TOO_MANY => StatusCode::TOO_MANY_REQUESTS,
         // The provider cannot be used as configured (no such id or model, no usable key).
         codes::PROVIDER_NOT_CONFIGURED
         | codes::SECRETS_FILE_INSECURE
