@@ -444,6 +444,12 @@ impl Gateway {
         origins
     }
 
+    /// The host names `/mcp` accepts besides the loopback names (`[mcp] public_hosts`, a
+    /// tunnel's; issue 14 §5), from the current configuration (a change needs no restart).
+    pub fn mcp_public_hosts(&self) -> Vec<String> {
+        self.config().mcp.public_hosts.clone()
+    }
+
     /// `GET /v1/capabilities` data (draft §5), from the real configuration.
     pub fn capabilities(&self) -> Capabilities {
         let config = self.config();

@@ -20,6 +20,8 @@ use review_agent_gateway::review::{self, ReviewOptions};
 mod install_cli;
 #[path = "cli/mcp.rs"]
 mod mcp_cli;
+#[path = "cli/mcp_config.rs"]
+mod mcp_config_cli;
 #[path = "cli/model.rs"]
 mod model_cli;
 #[path = "cli/native_host.rs"]
@@ -81,7 +83,8 @@ enum Command {
     NativeHost(native_host_cli::NativeHostArgs),
     /// Speak MCP on stdio, relayed to the daemon's `/mcp` (started when not running): the
     /// command for MCP clients whose configuration launches a program (Claude Desktop, Codex
-    /// CLI, IDEs). stdout carries MCP messages only.
+    /// CLI, IDEs). stdout carries MCP messages only. `mcp config --client NAME` prints or
+    /// writes a client's configuration for it.
     Mcp(mcp_cli::McpArgs),
     /// List the configured model providers and where each one's API key comes from, or store
     /// (`set-key ID [--file]`) and remove (`delete-key ID`) a key: the OS keyring, or a key file

@@ -65,37 +65,60 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// The input field every tool but `workspace_open` takes: the handle `workspace_open` answered.
 pub const WORKSPACE_FIELD: &str = "workspace";
 
-/// The Streamable HTTP service for `/mcp`, serving [`McpTools`] over `gateway`.
+/// The session table of `/mcp` (the 2025 era's `Mcp-Session-Id`s), shared by [`service`] and
+/// [`ended_session`] so that a `DELETE` of an unknown session can be told apart.
+pub type Sessions = Arc<LocalSessionManager>;
+
+/// The Streamable HTTP service for `/mcp`, serving [`McpTools`] over `gateway`, its sessions
+/// kept in `sessions`.
 ///
 /// rmcp's own `Host` check is turned off: the router's guard has already applied ours (the
-/// port included), and two lists would drift (a tunnel host name will be opted into in one
-/// place). Its `Origin` check stays off for the same reason. `stop` ends open SSE streams and
-/// sessions when the daemon shuts down (else a client's GET stream would hold the graceful
-/// drain open).
+/// port and `[mcp] public_hosts` included), and two lists would drift. Its `Origin` check stays
+/// off for the same reason. `stop` ends open SSE streams and sessions when the daemon shuts
+/// down (else a client's GET stream would hold the graceful drain open).
 pub fn service(
     gateway: Gateway,
     stop: CancellationToken,
+    sessions: Sessions,
 ) -> StreamableHttpService<McpTools, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(stop);
-    StreamableHttpService::new(
-        move || Ok(McpTools::new(gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+    StreamableHttpService::new(move || Ok(McpTools::new(gateway.clone())), sessions, config)
 }
 
-/// rmcp answers a session's `DELETE` with 202 Accepted, which the Python SDK logs as a failed
-/// termination (it expects 200 or 204, as the other SDKs send): the session is gone at once, so
-/// 204 No Content says what happened.
+/// The answers rmcp gives a session's `DELETE` that MCP clients misread, corrected:
+/// - an unknown or already ended `Mcp-Session-Id` is **404** (MCP 2025-11-25, Session
+///   Management: the server "MUST respond … with HTTP 404 Not Found" for a session it does not
+///   know; rmcp answers success), checked against `sessions` before rmcp runs;
+/// - rmcp's 202 Accepted for a session it ended is 204 No Content: the Python SDK logs 202 as a
+///   failed termination (it expects 200 or 204, as the other SDKs send), and the session is
+///   gone at once.
+///
+/// A `DELETE` without the header, or with a value that is not text, is left to rmcp (400).
 pub async fn ended_session(
+    axum::extract::State(sessions): axum::extract::State<Sessions>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    use rmcp::transport::streamable_http_server::SessionManager as _;
     let delete = request.method() == axum::http::Method::DELETE;
+    if delete
+        && let Some(id) = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        && !sessions.has_session(&id.into()).await.unwrap_or(true)
+    {
+        return (
+            axum::http::StatusCode::NOT_FOUND,
+            "Not Found: Session not found",
+        )
+            .into_response();
+    }
     let mut response = next.run(request).await;
     if delete && response.status() == axum::http::StatusCode::ACCEPTED {
         *response.status_mut() = axum::http::StatusCode::NO_CONTENT;

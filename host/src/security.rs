@@ -15,7 +15,10 @@ pub mod secrets;
 mod token;
 
 pub use error::SecurityError;
-pub use host::{HostRefusal, check_host, host_allowed};
+pub use host::{
+    HostRefusal, PublicHosts, check_host, check_host_with_public, host_allowed,
+    public_host_allowed, public_host_name_error,
+};
 pub use live::LiveToken;
 pub use origin::{origin_allowed, own_origin};
 pub use redact::Redactor;

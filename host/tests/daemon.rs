@@ -732,7 +732,27 @@ fn bad_startup_inputs_exit_2_with_a_clear_error() {
         "{stderr}"
     );
 
+    // The config file's `bind` is held to the same rule as --bind (issue 14 §5): no
+    // non-loopback listener without --allow-remote, and never one without the token (every
+    // route but /v1/health needs it; `serve` creates the token before it listens).
     std::fs::create_dir_all(home.path().join("config")).expect("mkdir");
+    std::fs::write(
+        home.path().join("config/config.toml"),
+        "bind = \"0.0.0.0\"\n",
+    )
+    .expect("write");
+    let remote = run(&["serve", "--port", "0"]);
+    assert_eq!(remote.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&remote.stderr);
+    assert!(
+        stderr.contains("error[request.invalid]") && stderr.contains("0.0.0.0"),
+        "{stderr}"
+    );
+    for v6 in ["::", "::ffff:127.0.0.1"] {
+        let remote = run(&["serve", "--port", "0", "--bind", v6]);
+        assert_eq!(remote.status.code(), Some(2), "{v6}");
+    }
+
     std::fs::write(
         home.path().join("config/config.toml"),
         "port = 4317\n[limits]\nmax_concurrent_reviews = \"two\"\n",

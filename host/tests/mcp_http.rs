@@ -40,13 +40,18 @@ struct Daemon {
 
 impl Daemon {
     fn start() -> Daemon {
+        Daemon::start_with("")
+    }
+
+    /// [`Daemon::start`] with `extra` appended to the config file.
+    fn start_with(extra: &str) -> Daemon {
         let (repo, _, _) = common::app_repository("import os\n", APP);
         let home = tempfile::tempdir().expect("temp dir");
         let config_dir = home.path().join("config");
         std::fs::create_dir_all(&config_dir).expect("mkdir");
         let config = format!(
             "allowed_origins = [\"{ORIGIN}\"]\n\n[[mappings]]\ngitlab_origin = \"{ORIGIN}\"\n\
-             project_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n",
+             project_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n{extra}",
             repo.path().display()
         );
         std::fs::write(config_dir.join("config.toml"), config).expect("write config");
@@ -311,6 +316,68 @@ fn our_host_origin_and_token_checks_guard_mcp() {
 }
 
 #[test]
+fn a_public_host_reaches_mcp_only_with_the_token() {
+    let d = Daemon::start_with("\n[mcp]\npublic_hosts = [\"agent.example.com\"]\n");
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    let public = ("Host", "agent.example.com");
+
+    // `/mcp` under the tunnel's name: served (initialize answers), the token still required.
+    let init = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "raw", "version": "1" }
+        }
+    });
+    let served = d.mcp("POST", &[public], Some(&init));
+    assert_eq!(served.status, 200, "{}", served.body);
+    assert!(served.header("mcp-session-id").is_some());
+    let with_port = d.mcp("POST", &[("Host", "agent.example.com:443")], Some(&init));
+    assert_eq!(with_port.status, 200, "{}", with_port.body);
+    let accept = ("Accept", "application/json, text/event-stream");
+    let no_token = http::request(d.port, "POST", "/mcp", &[public, accept], Some(&list));
+    assert_eq!(no_token.status, 401, "{}", no_token.body);
+    assert_eq!(no_token.error_code(), "auth.token_missing");
+
+    // Origin rules are unchanged: a present Origin that is not allowed is 403.
+    let origin = d.mcp(
+        "POST",
+        &[public, ("Origin", "https://agent.example.com")],
+        Some(&list),
+    );
+    assert_eq!(origin.status, 403, "{}", origin.body);
+    assert_eq!(origin.error_code(), "origin.not_allowed");
+
+    // Every `/v1` route keeps refusing the public name, token or not.
+    let auth = format!("Bearer {}", d.token);
+    for (method, path) in [
+        ("GET", "/v1/health"),
+        ("GET", "/v1/capabilities"),
+        ("GET", "/v1/tools"),
+        ("GET", "/mcpx"),
+    ] {
+        let refused = http::request(
+            d.port,
+            method,
+            path,
+            &[public, ("Authorization", &auth)],
+            None,
+        );
+        assert_eq!(refused.status, 403, "{path}: {}", refused.body);
+        assert_eq!(refused.error_code(), "request.host_not_allowed", "{path}");
+    }
+    // Other names, and look-alikes of the public one, stay refused on `/mcp` too.
+    for host in [
+        "x.agent.example.com",
+        "agent.example.com.evil.example",
+        "evil.example",
+    ] {
+        let refused = d.mcp("POST", &[("Host", host)], Some(&list));
+        assert_eq!(refused.status, 403, "{host}: {}", refused.body);
+    }
+}
+
+#[test]
 fn the_2025_session_flow() {
     let d = Daemon::start();
     let session = initialize(&d);
@@ -367,9 +434,19 @@ fn the_2025_session_flow() {
     assert_eq!(ended.status, 204, "{}", ended.body);
     let after = d.mcp("POST", &in_session, Some(&list));
     assert_eq!(after.status, 404, "{}", after.body);
-    // rmcp ends a session idempotently: a second DELETE succeeds too (it changes nothing).
+    // An ended session is unknown: a second DELETE is 404, as for a session never made
+    // (MCP 2025-11-25, Session Management; rmcp alone would answer success).
     let again = d.mcp("DELETE", &in_session, None);
-    assert_eq!(again.status, 204, "{}", again.body);
+    assert_eq!(again.status, 404, "{}", again.body);
+    let never = d.mcp(
+        "DELETE",
+        &[
+            ("Mcp-Session-Id", "no-such-session"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        None,
+    );
+    assert_eq!(never.status, 404, "{}", never.body);
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! relayed to the daemon's `/mcp` ([`review_agent_gateway::transport::mcp_stdio`]), which it
 //! starts when it is not running.
 //!
+//! `mcp config` ([`McpCommand::Config`], issue 14 §4) writes a client's configuration instead:
+//! see `cli/mcp_config.rs`.
+//!
 //! Exit codes: 0 — stdin closed; 2 — the relay cannot start (the config does not load, no
 //! state dir), said on stderr. stdout carries MCP messages only; logs go to stderr (filtered
 //! and redacted as every log, `REVIEW_AGENT_GATEWAY_LOG`, default `warn`).
@@ -13,8 +16,23 @@ use review_agent_gateway::config::{Config, Paths, PortSource, daemon_port};
 use review_agent_gateway::transport::mcp_stdio;
 use review_agent_gateway::transport::native::DaemonConnector;
 
+/// `mcp` arguments: none for the relay, or a subcommand.
 #[derive(clap::Args)]
-pub(crate) struct McpArgs {}
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct McpArgs {
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+}
+
+/// `mcp` subcommands (plain `mcp` is the stdio relay).
+#[derive(clap::Subcommand)]
+pub(crate) enum McpCommand {
+    /// Print (or, with --write, merge into the client's file, backing it up first) the MCP
+    /// entry for a client: claude-code, cursor, vscode, opencode, claude-desktop, codex. Over
+    /// stdio (default: the client launches `review-agent-gateway mcp`, no token in its file) or
+    /// http (`http://127.0.0.1:<port>/mcp` with the bearer token).
+    Config(super::mcp_config_cli::ConfigArgs),
+}
 
 fn fail(error: &GatewayError) -> ExitCode {
     eprintln!("error[{}]: {}", error.code, error.message);
@@ -22,7 +40,10 @@ fn fail(error: &GatewayError) -> ExitCode {
     ExitCode::from(2)
 }
 
-pub(crate) fn mcp_command(_args: McpArgs) -> ExitCode {
+pub(crate) fn mcp_command(args: McpArgs) -> ExitCode {
+    if let Some(McpCommand::Config(args)) = args.command {
+        return super::mcp_config_cli::config_command(args);
+    }
     init_logging();
     let setup = || -> Result<DaemonConnector, GatewayError> {
         let loaded = Config::load(None)?;

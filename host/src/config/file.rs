@@ -83,11 +83,20 @@ impl Default for Config {
 ///
 /// No roots: every directory is refused, except the confirmed mappings' `local_path`s, which
 /// are read-only roots of their own.
+///
+/// `public_hosts = ["agent.example.com"]` opts a tunnel's public host name into `/mcp` (issue
+/// 14 §5): a request whose `Host` is such a name reaches `/mcp` only — every `/v1` route keeps
+/// refusing it — and still needs the bearer token; `Origin` rules are unchanged. Checked at load
+/// ([`crate::security::public_host_name_error`]): exact DNS names, no scheme, port or wildcard.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// Allowed roots (absolute paths). Default: none.
     pub roots: Vec<McpRoot>,
+    /// Public host names a tunnel forwards to `/mcp` (see above). Default: none, so only the
+    /// loopback names reach the daemon (the DNS-rebinding defence of DESIGN §9).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub public_hosts: Vec<String>,
 }
 
 /// One allowed root (`[mcp] roots = [{ path = "…", writable = false }]`).
@@ -104,6 +113,11 @@ pub struct McpRoot {
 
 impl McpConfig {
     fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        for (i, name) in self.public_hosts.iter().enumerate() {
+            if let Some(message) = crate::security::public_host_name_error(name) {
+                return Err((vec![key("public_hosts"), Seg::Index(i)], message));
+            }
+        }
         for (i, root) in self.roots.iter().enumerate() {
             let at = || vec![key("roots"), Seg::Index(i), key("path")];
             if !root.path.is_absolute() {
@@ -1165,6 +1179,23 @@ mod tests {
             "keyring",
         ] {
             assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn public_hosts_are_checked_at_load() {
+        let path = Path::new("config.toml");
+        let ok = Config::parse("[mcp]\npublic_hosts = [\"agent.example.com\"]\n", path)
+            .expect("a host name loads");
+        assert_eq!(ok.mcp.public_hosts, vec!["agent.example.com".to_owned()]);
+        for bad in [
+            "https://agent.example.com",
+            "agent.example.com:443",
+            "*.example.com",
+        ] {
+            let text = format!("[mcp]\npublic_hosts = [\"ok.example\", \"{bad}\"]\n");
+            let error = Config::parse(&text, path).expect_err(bad).to_string();
+            assert!(error.contains("mcp.public_hosts[1]"), "{bad}: {error}");
         }
     }
 

@@ -15,7 +15,9 @@
 //! 1. the `Host` check — more than one `Host` header, or an absolute-form request target whose
 //!    authority is not the `Host` header, is 400 `request.host_invalid` (RFC 9112 §3.2); the
 //!    host (the absolute-form authority, else `Host`) must be `127.0.0.1`, `localhost` or
-//!    `[::1]` with our port (DNS-rebinding defence), else 403 `request.host_not_allowed`;
+//!    `[::1]` with our port (DNS-rebinding defence), else 403 `request.host_not_allowed` —
+//!    except that `/mcp` also accepts the host names of `[mcp] public_hosts` (a tunnel, issue
+//!    14 §5; [`check_host_with_public`]), which every `/v1` route refuses;
 //! 2. the `Origin` check — a request carrying an `Origin` that is neither a configured GitLab
 //!    origin nor the daemon's own loopback origin (`http://127.0.0.1:<our port>` or
 //!    `http://localhost:<our port>`, [`own_origin`]: pages the daemon serves itself) is refused
@@ -56,7 +58,8 @@ use crate::protocol::{
     check_request_id,
 };
 use crate::security::{
-    HostRefusal, LiveToken, bearer_token, check_host, origin_allowed, own_origin,
+    HostRefusal, LiveToken, PublicHosts, bearer_token, check_host_with_public, origin_allowed,
+    own_origin,
 };
 
 /// The header a client may name its request with, and in which every answer carries its id.
@@ -103,13 +106,21 @@ pub fn router(state: HttpState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state.clone());
     let ws = super::ws::WsState::new(frames, state.gateway.clone(), state.security.port);
-    let mcp = crate::mcp::service(state.gateway.clone(), state.stop.child_token());
+    let sessions = crate::mcp::Sessions::default();
+    let mcp = crate::mcp::service(
+        state.gateway.clone(),
+        state.stop.child_token(),
+        sessions.clone(),
+    );
     routes()
         .route("/v1/ws", get(super::ws::upgrade).with_state(ws))
         .nest_service(
             crate::mcp::PATH,
             tower::ServiceBuilder::new()
-                .layer(middleware::from_fn(crate::mcp::ended_session))
+                .layer(middleware::from_fn_with_state(
+                    sessions,
+                    crate::mcp::ended_session,
+                ))
                 .service(mcp),
         )
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -216,7 +227,21 @@ async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId)
         .map(|h| h.to_str().unwrap_or("\u{fffd}"))
         .collect();
     let authority = request.uri().authority().map(|a| a.as_str());
-    if let Err(refusal) = check_host(&hosts, authority, security.port) {
+    let path = request.uri().path();
+    let mcp_route = path == crate::mcp::PATH
+        || path
+            .strip_prefix(crate::mcp::PATH)
+            .is_some_and(|rest| rest.starts_with('/'));
+    let public_hosts = if mcp_route {
+        state.gateway.mcp_public_hosts()
+    } else {
+        Vec::new()
+    };
+    let public = PublicHosts {
+        names: &public_hosts,
+        mcp_route,
+    };
+    if let Err(refusal) = check_host_with_public(&hosts, authority, security.port, public) {
         let remediation = format!(
             "Call the gateway as http://127.0.0.1:{port} or http://localhost:{port}.",
             port = security.port
