@@ -819,6 +819,13 @@ impl Gateway {
                 "Send the chat again (POST /v1/chat) with a new requestId.",
             ));
         }
+        if record.kind == RunKind::Tool {
+            return Err(GatewayError::new(
+                codes::RUN_NOT_RESUMABLE,
+                format!("run {run_id} is one MCP tool call, and tool calls are not resumed"),
+                "Call the tool again through MCP.",
+            ));
+        }
         let request: ReviewRequest = serde_json::from_value(record.request.clone())
             .map_err(|e| invalid(format!("the stored request of {run_id} is not valid: {e}")))?;
         let options = self.review_options(&request)?;

@@ -23,7 +23,7 @@ use crate::error::{GatewayError, codes};
 
 pub use diff::{
     ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, Interrupt, LineKind, SkipReason,
-    SkippedFile,
+    SkippedFile, unified_hunks,
 };
 
 /// An error from opening or reading a repository.

@@ -12,6 +12,7 @@
 
 mod call;
 mod code_search;
+mod file_edit;
 mod file_read;
 mod file_read_diff;
 mod file_search;
@@ -34,6 +35,7 @@ pub use call::{
     input_summary, invoke, output_preview, started_event,
 };
 pub use code_search::CodeSearch;
+pub use file_edit::{FileApplyPatch, FileReplace, FileWrite};
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
@@ -464,9 +466,12 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut tools: Vec<Box<dyn GatewayTool>> = vec![
             Box::new(CodeSearch),
+            Box::new(FileApplyPatch),
             Box::new(FileRead),
             Box::new(FileReadDiff),
+            Box::new(FileReplace),
             Box::new(FileSearch),
+            Box::new(FileWrite),
             Box::new(GitHistory),
             Box::new(RunCheck),
             Box::new(SymbolSearch),

@@ -11,6 +11,12 @@
 //!   [`ToolContext::for_workspace`]).
 //! - Every tool of the registry may be called on a workspace; the tools whose
 //!   [`ToolTarget`] is `Workspace` (writes, processes) only there.
+//! - A call that changes something (side effect `write` or `command`) is a run of kind `tool`
+//!   (`runs list`, `runs show`, `GET /v1/runs/:id/events`: `run.created`, `tool.started`,
+//!   `tool.completed`, `run.completed` or `run.failed`, with the redacted input summary and
+//!   output preview of [`tools::invoke`]) and a line of the audit log [`AUDIT_LOG`] under the
+//!   state dir (mode 0600: time, run id, tool, workspace handle and directory, redacted input
+//!   summary, outcome, error code). Reads are logged only, as `/v1/tools` calls are.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -19,10 +25,15 @@ use serde::{Deserialize, Serialize};
 
 use super::Gateway;
 use crate::error::GatewayError;
-use crate::protocol::ToolCallResult;
+use crate::protocol::{
+    AgentEvent, ErrorObject, RunCompleted, RunCreated, RunFailed, RunKind, RunState, ToolCallResult,
+};
 use crate::review::new_id;
 use crate::tools::{self, SideEffect, ToolContext, ToolRevision, ToolTarget};
 use crate::workspace::Workspaces;
+
+/// The audit log of MCP calls that change something, under the state dir (mode 0600).
+pub const AUDIT_LOG: &str = "audit/mcp.jsonl";
 
 /// The name MCP clients call [`Gateway::open_workspace`] by (the seed's own).
 pub const WORKSPACE_OPEN: &str = "workspace_open";
@@ -135,6 +146,9 @@ impl Gateway {
         };
         let call_id = new_id("call");
         let call = tools::invoke(tool, &ctx, &call_id, input);
+        if matches!(tool.side_effect(), SideEffect::Write | SideEffect::Command) {
+            self.record_tool_run(&call, handle, ctx.work_root().ok());
+        }
         let done = &call.completed;
         match call.result {
             Ok(output) => {
@@ -169,6 +183,89 @@ impl Gateway {
                 );
                 Err(error)
             }
+        }
+    }
+}
+
+impl Gateway {
+    /// Record a call that changed something as a finished run of kind `tool` and a line of the
+    /// audit log. Failures to record are logged, never the call's: the change is made.
+    fn record_tool_run(
+        &self,
+        call: &tools::Invocation,
+        handle: &str,
+        dir: Option<&std::path::Path>,
+    ) {
+        let run_id = new_id("run");
+        let now = crate::review::now_rfc3339();
+        let request = serde_json::json!({
+            "tool": call.started.tool,
+            "workspace": handle,
+            "input": call.started.input,
+        });
+        let terminal: crate::protocol::EventPayload = match &call.result {
+            Ok(_) => RunCompleted {
+                duration_ms: call.completed.duration_ms,
+                ..RunCompleted::default()
+            }
+            .into(),
+            Err(error) => RunFailed {
+                error: ErrorObject::from(error),
+                reviewed_files: None,
+                skipped_files: None,
+            }
+            .into(),
+        };
+        let payloads: Vec<crate::protocol::EventPayload> = vec![
+            RunCreated {
+                request_id: None,
+                kind: Some(RunKind::Tool),
+                from_cache: None,
+            }
+            .into(),
+            call.started.clone().into(),
+            call.completed.clone().into(),
+            terminal,
+        ];
+        let events: Vec<AgentEvent> = payloads
+            .into_iter()
+            .zip(1..)
+            .map(|(payload, seq)| AgentEvent::new(&run_id, seq, now.clone(), payload))
+            .collect();
+        let record = crate::store::RunRecord::new(
+            run_id.clone(),
+            None,
+            RunKind::Tool,
+            RunState::Running,
+            request,
+            now.clone(),
+        );
+        let stored = self
+            .inner
+            .store
+            .create_run(&record)
+            .and_then(|()| self.inner.store.append_events(&events));
+        if let Err(error) = stored {
+            tracing::warn!(%run_id, %error, "could not record the tool call as a run");
+        }
+        let line = serde_json::json!({
+            "time": now,
+            "runId": run_id,
+            "tool": call.started.tool,
+            "workspace": handle,
+            "dir": dir,
+            "input": call.started.input,
+            "outcome": if call.result.is_ok() { "ok" } else { "failed" },
+            "code": call.result.as_ref().err().map(|e| e.code),
+        });
+        match crate::config::Paths::discover() {
+            Ok(paths) => {
+                let path = paths.state_dir().join(AUDIT_LOG);
+                if let Err(error) = crate::tools::run_check::append_private(&path, &line) {
+                    tracing::warn!(path = %path.display(), %error, "cannot write the MCP audit log");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot find the MCP audit log"),
         }
     }
 }

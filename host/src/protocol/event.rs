@@ -196,6 +196,10 @@ pub enum RunKind {
     Review,
     /// Started by `POST /v1/chat`.
     Chat,
+    /// One MCP tool call that changes something — a write, a patch, a command (issue 14 §3,
+    /// DESIGN §12): `tool.started`, `tool.completed`, then `run.completed` or `run.failed`.
+    /// Not resumable.
+    Tool,
 }
 
 /// Payload of `stage.changed`.

@@ -636,33 +636,41 @@ fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
     (hunks, additions, deletions)
 }
 
+/// The hunks of a line diff of two texts as `git diff` prints them (`@@ -l,n +l,n @@`, lines
+/// prefixed ` `, `-`, `+`, `\ No newline at end of file`), `context` lines around each
+/// change; empty when the texts are equal. Without file headers (`---`/`+++`): the caller
+/// names the files. Same algorithm as every diff of the gateway ([`line_diff`]).
+pub fn unified_hunks(old: &str, new: &str, context: u32) -> String {
+    let (hunks, _, _) = line_diff(old, new, context);
+    let mut s = String::new();
+    for h in hunks {
+        s.push_str(&format!(
+            "@@ -{},{} +{},{} @@\n",
+            h.old_start, h.old_lines, h.new_start, h.new_lines
+        ));
+        for l in h.lines {
+            let sign = match l.kind {
+                LineKind::Context => ' ',
+                LineKind::Added => '+',
+                LineKind::Removed => '-',
+            };
+            s.push(sign);
+            s.push_str(&l.text);
+            s.push('\n');
+            if l.no_newline_at_eof {
+                s.push_str("\\ No newline at end of file\n");
+            }
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn unified(old: &str, new: &str) -> String {
-        let (hunks, _, _) = line_diff(old, new, 3);
-        let mut s = String::new();
-        for h in hunks {
-            s.push_str(&format!(
-                "@@ -{},{} +{},{} @@\n",
-                h.old_start, h.old_lines, h.new_start, h.new_lines
-            ));
-            for l in h.lines {
-                let sign = match l.kind {
-                    LineKind::Context => ' ',
-                    LineKind::Added => '+',
-                    LineKind::Removed => '-',
-                };
-                s.push(sign);
-                s.push_str(&l.text);
-                s.push('\n');
-                if l.no_newline_at_eof {
-                    s.push_str("\\ No newline at end of file\n");
-                }
-            }
-        }
-        s
+        unified_hunks(old, new, 3)
     }
 
     #[test]

@@ -728,7 +728,7 @@ impl Audit {
 }
 
 /// Append `line` and a newline to `path` (created with mode 0600, its folder 0700).
-fn append_private(path: &Path, line: &serde_json::Value) -> std::io::Result<()> {
+pub(crate) fn append_private(path: &Path, line: &serde_json::Value) -> std::io::Result<()> {
     let mut file = open_private(path)?;
     let mut text = serde_json::to_string(line).map_err(std::io::Error::other)?;
     text.push('\n');
