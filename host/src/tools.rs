@@ -15,10 +15,14 @@ mod code_search;
 mod file_read;
 mod file_read_diff;
 mod file_search;
+mod file_stat;
+mod git_diff;
 mod git_history;
+mod git_status;
 pub mod path;
 pub mod run_check;
 pub mod symbol_search;
+mod workspace_tree;
 
 use std::path::{Path, PathBuf};
 
@@ -35,9 +39,13 @@ pub use code_search::CodeSearch;
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
-pub use git_history::GitHistory;
+pub use file_stat::FileStat;
+pub use git_diff::GitDiff;
+pub use git_history::{GitBlame, GitHistory, GitLog, GitShow};
+pub use git_status::GitStatus;
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
+pub use workspace_tree::WorkspaceTree;
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
 pub const WORKTREE: &str = "WORKTREE";
@@ -465,9 +473,16 @@ impl Registry {
             Box::new(FileRead),
             Box::new(FileReadDiff),
             Box::new(FileSearch),
+            Box::new(FileStat),
+            Box::new(GitBlame),
+            Box::new(GitDiff),
             Box::new(GitHistory),
+            Box::new(GitLog),
+            Box::new(GitShow),
+            Box::new(GitStatus),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
+            Box::new(WorkspaceTree),
         ];
         tools.sort_by_key(|t| t.name());
         Registry { tools }
