@@ -304,7 +304,7 @@ fn read_tools_through_the_python_sdk_agree_with_git() {
             &stat["binary"],
             &stat["size"]
         ),
-        (&json!("file"), &json!(9), &json!(false), &json!(50))
+        (&json!("file"), &json!(9), &json!(false), &json!(44))
     );
 
     // git_status against `git status --porcelain=v2`.
