@@ -265,7 +265,7 @@ fn commit(ctx: &ToolContext, field: &str, spec: &str) -> Result<ObjectId, Gatewa
 
 fn tree_of(git: &gix::Repository, commit: ObjectId) -> Result<ObjectId, GatewayError> {
     git.find_commit(commit)
-        .and_then(|c| c.tree_id().map(|id| id.detach()).map_err(Into::into))
+        .and_then(|c| c.tree_id().map(|id| id.detach()))
         .map_err(|e| read_error(format!("the tree of commit {commit}"), e))
 }
 
