@@ -21,6 +21,7 @@ use thiserror::Error;
 
 use crate::error::{GatewayError, codes};
 
+pub(crate) use diff::line_diff;
 pub use diff::{
     ChangeKind, Diff, DiffLine, DiffOptions, FileDiff, Hunk, Interrupt, LineKind, SkipReason,
     SkippedFile, unified_hunks,

@@ -16,11 +16,15 @@ mod file_edit;
 mod file_read;
 mod file_read_diff;
 mod file_search;
+mod file_stat;
+mod git_diff;
 mod git_history;
+mod git_status;
 pub mod patch;
 pub mod path;
 pub mod run_check;
 pub mod symbol_search;
+mod workspace_tree;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -39,9 +43,13 @@ pub use file_edit::{FileApplyPatch, FileReplace, FileWrite};
 pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
-pub use git_history::GitHistory;
+pub use file_stat::FileStat;
+pub use git_diff::GitDiff;
+pub use git_history::{GitBlame, GitHistory, GitLog, GitShow};
+pub use git_status::GitStatus;
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
+pub use workspace_tree::WorkspaceTree;
 
 /// The spelling of [`ToolRevision::Worktree`] in a `ref` field or `--ref`.
 pub const WORKTREE: &str = "WORKTREE";
@@ -471,10 +479,17 @@ impl Registry {
             Box::new(FileReadDiff),
             Box::new(FileReplace),
             Box::new(FileSearch),
+            Box::new(FileStat),
             Box::new(FileWrite),
+            Box::new(GitBlame),
+            Box::new(GitDiff),
             Box::new(GitHistory),
+            Box::new(GitLog),
+            Box::new(GitShow),
+            Box::new(GitStatus),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
+            Box::new(WorkspaceTree),
         ];
         tools.sort_by_key(|t| t.name());
         Registry { tools }

@@ -18,15 +18,21 @@ const PROJECT: &str = "group/project";
 const APP: &str = "import os\nprint(os.name)\n";
 
 /// The read-only tools MCP offers: `workspace_open`, then the registry's by name (not
-/// `run_check`, a mapped repository's own checks; `file_search` by the seed's name `file_find`).
-const READ_ONLY: [&str; 7] = [
+/// `run_check`, a mapped repository's own checks; `file_search` by the seed's name `file_find`;
+/// `git_history` as `git_log`, `git_show`, `git_blame`; `file_read_diff` within `git_diff`).
+const READ_ONLY: [&str; 12] = [
     "workspace_open",
     "code_search",
     "file_find",
     "file_read",
-    "file_read_diff",
-    "git_history",
+    "file_stat",
+    "git_blame",
+    "git_diff",
+    "git_log",
+    "git_show",
+    "git_status",
     "symbol_search",
+    "workspace_tree",
 ];
 
 /// A running `serve` with one confirmed mapping onto a fresh repository.
@@ -147,7 +153,9 @@ fn the_python_sdk_lists_and_calls_tools_in_both_eras() {
                 "{mode}: {name} missing from {names:?}"
             );
         }
-        assert!(!names.contains(&"run_check"), "{mode}: {names:?}");
+        for absent in ["run_check", "git_history", "file_read_diff"] {
+            assert!(!names.contains(&absent), "{mode}: {names:?}");
+        }
         for tool in tools
             .iter()
             .filter(|t| READ_ONLY.contains(&t["name"].as_str().unwrap_or_default()))

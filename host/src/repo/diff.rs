@@ -524,7 +524,7 @@ fn strip_terminator(line: &str) -> (&str, bool) {
 /// Myers with git's heuristics and the indent-based slider placement: git's default algorithm,
 /// so the hunks are the ones GitLab shows on the merge request. (gitoxide's imara-diff fork, through
 /// `gix::diff::blob`: imara-diff 0.2 gave non-minimal diffs on repeated lines.)
-fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
+pub(crate) fn line_diff(old: &str, new: &str, context: u32) -> (Vec<Hunk>, u32, u32) {
     let input = InternedInput::new(old, new);
     let mut diff = gix::diff::blob::Diff::compute(Algorithm::Myers, &input);
     diff.postprocess_lines(&input);

@@ -78,6 +78,11 @@ impl GatewayTool for FileReadDiff {
         SideEffect::None
     }
 
+    fn mcp_name(&self) -> Option<&'static str> {
+        // MCP offers `git_diff`, which covers commit ranges (`base` and `head`) and more.
+        None
+    }
+
     fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
         let input: FileReadDiffInput = parse_input(NAME, input)?;
         let context = input.context_lines.unwrap_or(3);

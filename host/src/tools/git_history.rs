@@ -243,35 +243,142 @@ impl GatewayTool for GitHistory {
         SideEffect::None
     }
 
+    fn mcp_name(&self) -> Option<&'static str> {
+        // MCP offers the three modes as `git_log`, `git_show` and `git_blame` instead.
+        None
+    }
+
     fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
-        let input: GitHistoryInput = parse_input(NAME, input)?;
-        let mut git = ctx.git()?.clone();
-        // Blame and show re-read the same trees (commit and parent); a small cache pays for
-        // itself. Blame and rename detection inflate long delta chains of the same blobs: a
-        // memory-capped delta-base cache (git's `core.deltaBaseCacheLimit` is 96 MiB) instead
-        // of gix's default 64-entry list. `log` reads each commit once and memoizes its path
-        // lookups per subtree: there both caches only copied every object once more and
-        // faulted in fresh pages (measured on tokio, `log` of a file: 6300 page faults with
-        // them, 4700 without, ~5% less time).
-        let object_cache = match &input {
-            GitHistoryInput::Log(_) => 0,
-            _ => 16 * 1024 * 1024,
-        };
-        git.object_cache_size(object_cache);
-        if !matches!(input, GitHistoryInput::Log(_)) {
-            git.objects.set_pack_cache(|| {
-                Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
-                    PACK_CACHE_BYTES,
-                ))
-            });
-        }
-        let value = match input {
-            GitHistoryInput::Log(input) => log::run(ctx, &git, input)?,
-            GitHistoryInput::Blame(input) => blame::run(ctx, &git, input)?,
-            GitHistoryInput::Show(input) => show::run(ctx, &git, input)?,
-        };
-        let truncated = value["truncated"] == json!(true);
-        Ok(ToolOutput { value, truncated })
+        run(ctx, parse_input(NAME, input)?)
+    }
+}
+
+/// Run one action of `git_history` (shared by `git_history` and the one-mode tools).
+fn run(ctx: &ToolContext, input: GitHistoryInput) -> Result<ToolOutput, GatewayError> {
+    let mut git = ctx.git()?.clone();
+    // Blame and show re-read the same trees (commit and parent); a small cache pays for
+    // itself. Blame and rename detection inflate long delta chains of the same blobs: a
+    // memory-capped delta-base cache (git's `core.deltaBaseCacheLimit` is 96 MiB) instead
+    // of gix's default 64-entry list. `log` reads each commit once and memoizes its path
+    // lookups per subtree: there both caches only copied every object once more and
+    // faulted in fresh pages (measured on tokio, `log` of a file: 6300 page faults with
+    // them, 4700 without, ~5% less time).
+    let object_cache = match &input {
+        GitHistoryInput::Log(_) => 0,
+        _ => 16 * 1024 * 1024,
+    };
+    git.object_cache_size(object_cache);
+    if !matches!(input, GitHistoryInput::Log(_)) {
+        git.objects.set_pack_cache(|| {
+            Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                PACK_CACHE_BYTES,
+            ))
+        });
+    }
+    let value = match input {
+        GitHistoryInput::Log(input) => log::run(ctx, &git, input)?,
+        GitHistoryInput::Blame(input) => blame::run(ctx, &git, input)?,
+        GitHistoryInput::Show(input) => show::run(ctx, &git, input)?,
+    };
+    let truncated = value["truncated"] == json!(true);
+    Ok(ToolOutput { value, truncated })
+}
+
+// === the one-mode tools (MCP's `git_log`, `git_show`, `git_blame`) ===
+
+/// `git_log`: [`GitHistory`]'s `log` action as a tool of its own, for MCP (issue 14 §3).
+/// Takes [`LogInput`] (no `action` field) and answers exactly what `git_history` answers.
+/// Listed in `/v1/tools` too: the registry has one list, and a second spelling of `log` there
+/// costs a few lines of description and nothing else.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitLog;
+
+/// `git_show`: [`GitHistory`]'s `show` action as a tool of its own (see [`GitLog`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitShow;
+
+/// `git_blame`: [`GitHistory`]'s `blame` action as a tool of its own (see [`GitLog`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitBlame;
+
+impl GatewayTool for GitLog {
+    fn name(&self) -> &'static str {
+        "git_log"
+    }
+
+    fn description(&self) -> &'static str {
+        "Commits newest first (id, shortId, parents, author, dates, summary) from `ref` (default \
+         HEAD), optionally only those touching `path` (a file is followed across renames like \
+         `git log --follow`; `follow: false` stops at a rename). `maxCount` (default 50, max \
+         1000) and `skip` page through the history; `truncated: true` when more commits follow."
+    }
+
+    fn input_schema(&self) -> Value {
+        super::schema_of::<LogInput>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::None
+    }
+
+    fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
+        run(ctx, GitHistoryInput::Log(parse_input(self.name(), input)?))
+    }
+}
+
+impl GatewayTool for GitShow {
+    fn name(&self) -> &'static str {
+        "git_show"
+    }
+
+    fn description(&self) -> &'static str {
+        "One commit (`commit`, default HEAD): id, parents, author, committer, dates, the whole \
+         message, and its changed files against its first parent (status \
+         added/modified/deleted/renamed/typechange, added and deleted line counts as \
+         `git show --numstat`, binary flag). `maxFiles` (default 300, max 3000) caps the list; \
+         `stats` always counts every file. For the patch text use `git_diff` with `base` and \
+         `head`."
+    }
+
+    fn input_schema(&self) -> Value {
+        super::schema_of::<ShowInput>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::None
+    }
+
+    fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
+        run(ctx, GitHistoryInput::Show(parse_input(self.name(), input)?))
+    }
+}
+
+impl GatewayTool for GitBlame {
+    fn name(&self) -> &'static str {
+        "git_blame"
+    }
+
+    fn description(&self) -> &'static str {
+        "For lines `startLine`..`endLine` of the file `path` (default the whole file, at most \
+         5000 lines per call; `truncated: true` when cut), the commit that last changed each run \
+         of lines (id, author, date, summary) and the line's original path and number, like \
+         `git blame`. `ref` picks the revision (default HEAD); `WORKTREE` blames the file on \
+         disk, uncommitted lines having `commit: null`."
+    }
+
+    fn input_schema(&self) -> Value {
+        super::schema_of::<BlameInput>()
+    }
+
+    fn side_effect(&self) -> SideEffect {
+        SideEffect::None
+    }
+
+    fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, GatewayError> {
+        run(
+            ctx,
+            GitHistoryInput::Blame(parse_input(self.name(), input)?),
+        )
     }
 }
 
