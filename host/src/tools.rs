@@ -17,6 +17,7 @@ mod file_read_diff;
 mod file_search;
 mod git_history;
 pub mod path;
+pub mod review_changes;
 pub mod run_check;
 pub mod symbol_search;
 
@@ -36,6 +37,7 @@ pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
 pub use git_history::GitHistory;
+pub use review_changes::ReviewChanges;
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
 
@@ -466,6 +468,7 @@ impl Registry {
             Box::new(FileReadDiff),
             Box::new(FileSearch),
             Box::new(GitHistory),
+            Box::new(ReviewChanges),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
         ];
