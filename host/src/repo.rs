@@ -188,6 +188,17 @@ impl Repository {
         Ok(Repository { repo })
     }
 
+    /// Another handle on the same repository whose object writes stay in this handle's memory
+    /// (gix's `Repository::with_object_memory`): objects written through it — blobs, trees and
+    /// commits of a work tree that was never committed — are readable through it, and through
+    /// nothing else; the repository's `.git` is never written. The object cache is shared with
+    /// `self`'s store, so pack indexes are not loaded twice.
+    pub fn with_object_memory(&self) -> Repository {
+        Repository {
+            repo: self.repo.clone().with_object_memory(),
+        }
+    }
+
     /// The repository's `.git` directory (or the bare repository itself).
     pub fn git_dir(&self) -> &Path {
         self.repo.git_dir()
@@ -288,6 +299,18 @@ impl Repository {
                 }
             }
         };
+        // A full object id is looked up directly, so a commit that lives only in a handle's
+        // object memory ([`Repository::with_object_memory`]) resolves too: gix's rev-parse
+        // checks a full id against the object store on disk only.
+        if let Ok(id) = ObjectId::from_hex(spec.as_bytes())
+            && let Ok(object) = self.repo.find_object(id)
+            && let Ok(commit) = object.peel_to_commit()
+        {
+            return Ok(Revision {
+                id: commit.id,
+                spec: spec.into(),
+            });
+        }
         let id = self.repo.rev_parse_single(spec).map_err(|e| missing(&e))?;
         let object = id.object().map_err(|e| missing(&e))?;
         let commit = object.peel_to_commit().map_err(|e| missing(&e))?;

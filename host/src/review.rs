@@ -200,6 +200,22 @@ pub fn run(
     run_with(options, &RunControl::new(new_id("run")), sink)
 }
 
+/// [`run`] on a repository the caller already opened, instead of opening `options.repo`: the
+/// `review_changes` tool reviews a commit of the work tree that exists only in that
+/// repository value's object memory ([`crate::repo::Repository::with_object_memory`]), so
+/// opening the path again would not find it. `options.repo` is still what a model stage reads
+/// from; everything else is as [`run`].
+///
+/// # Errors
+/// As [`run`] (never `repository.not_found`: the repository is open).
+pub fn run_in(
+    repo: &Repository,
+    options: &ReviewOptions,
+    sink: &mut dyn FnMut(&AgentEvent),
+) -> Result<ReviewOutcome, GatewayError> {
+    run_control(Some(repo), options, &RunControl::new(new_id("run")), sink)
+}
+
 /// How the daemon drives a run: its id (persisted before the run starts), where its event
 /// sequence continues, a cancel flag, and the fingerprints a resumed run already emitted.
 #[derive(Debug, Clone)]
@@ -317,13 +333,23 @@ pub fn run_with(
     control: &RunControl,
     sink: &mut dyn FnMut(&AgentEvent),
 ) -> Result<ReviewOutcome, GatewayError> {
+    run_control(None, options, control, sink)
+}
+
+/// [`run_with`] on `opened`, or on `options.repo` opened here when `None`.
+fn run_control(
+    opened: Option<&Repository>,
+    options: &ReviewOptions,
+    control: &RunControl,
+    sink: &mut dyn FnMut(&AgentEvent),
+) -> Result<ReviewOutcome, GatewayError> {
     let started = Instant::now();
     let mut emitter = Emitter::continuing(control.run_id.clone(), control.last_seq, sink)
         .speaking_to(options.surface);
     if control.announce {
         emitter.run_created(options.request_id.clone());
     }
-    match pipeline(options, control, &mut emitter, started) {
+    match pipeline(opened, options, control, &mut emitter, started) {
         Ok(outcome) => Ok(outcome),
         Err(Stop::Failed(error)) => {
             emitter.run_failed(&error);
@@ -341,6 +367,7 @@ pub fn run_with(
 }
 
 fn pipeline(
+    opened: Option<&Repository>,
     options: &ReviewOptions,
     control: &RunControl,
     emitter: &mut Emitter<'_>,
@@ -350,7 +377,14 @@ fn pipeline(
     emitter.stage(Stage::Resolve);
     let scope = PathScope::new(&options.paths, &options.exclude_paths)?;
     control.step()?;
-    let repo = Repository::open(&options.repo)?;
+    let owned;
+    let repo = match opened {
+        Some(repo) => repo,
+        None => {
+            owned = Repository::open(&options.repo)?;
+            &owned
+        }
+    };
     control.step()?;
     let base = repo.resolve(&options.base)?;
     control.step()?;
@@ -391,7 +425,7 @@ fn pipeline(
     );
 
     control.step()?;
-    let (catalog, catalog_warnings) = review_catalog(options, &repo, merge_base)?;
+    let (catalog, catalog_warnings) = review_catalog(options, repo, merge_base)?;
     for warning in catalog_warnings {
         emitter.warning(
             warning.code,

@@ -22,6 +22,7 @@ mod git_history;
 mod git_status;
 pub mod patch;
 pub mod path;
+pub mod review_changes;
 pub mod run_check;
 pub mod symbol_search;
 mod workspace_tree;
@@ -47,6 +48,7 @@ pub use file_stat::FileStat;
 pub use git_diff::GitDiff;
 pub use git_history::{GitBlame, GitHistory, GitLog, GitShow};
 pub use git_status::GitStatus;
+pub use review_changes::ReviewChanges;
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
 pub use workspace_tree::WorkspaceTree;
@@ -487,6 +489,7 @@ impl Registry {
             Box::new(GitLog),
             Box::new(GitShow),
             Box::new(GitStatus),
+            Box::new(ReviewChanges),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
             Box::new(WorkspaceTree),

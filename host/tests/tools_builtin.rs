@@ -274,24 +274,36 @@ fn registry_and_schemas() {
         names,
         [
             "code_search",
+            "file_apply_patch",
             "file_read",
             "file_read_diff",
+            "file_replace",
             "file_search",
             "file_stat",
+            "file_write",
             "git_blame",
             "git_diff",
             "git_history",
             "git_log",
             "git_show",
             "git_status",
+            "review_changes",
             "run_check",
             "symbol_search",
             "workspace_tree"
         ]
     );
-    // The work-tree tools read the files on disk only (`git_diff` names its sides `base` and
-    // `head`): no `ref`.
-    let without_ref = ["file_stat", "git_diff", "git_status"];
+    // The work-tree tools read the files on disk only (`git_diff` and `review_changes` name
+    // their sides `base` and `head`; the write tools write the work tree): no `ref`.
+    let without_ref = [
+        "file_apply_patch",
+        "file_replace",
+        "file_stat",
+        "file_write",
+        "git_diff",
+        "git_status",
+        "review_changes",
+    ];
     for tool in registry.tools() {
         let schema = tool.input_schema();
         assert_eq!(schema["type"], "object", "{}", tool.name());
