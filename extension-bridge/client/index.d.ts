@@ -95,7 +95,7 @@ interface EventEnvelope<T extends AgentEventType> {
   at: string;
 }
 
-export type RunKind = "review" | "chat";
+export type RunKind = "review" | "chat" | "tool";
 /** Pipeline stages (DESIGN §8), in order. */
 export type Stage = "queued" | "resolve" | "diff" | "rules" | "model" | "validate" | "done";
 export type RunState = "queued" | "running" | "completed" | "failed" | "cancelled" | "interrupted";

@@ -873,7 +873,7 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     ts.union("Side", &variants!(Side: New, Old));
     ts.union("FindingSource", &variants!(FindingSource: Rule, Model));
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
-    ts.union("RunKind", &variants!(RunKind: Review, Chat));
+    ts.union("RunKind", &variants!(RunKind: Review, Chat, Tool));
     ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));
     ts.union(
         "InterruptReason",
