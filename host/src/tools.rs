@@ -18,6 +18,7 @@ mod file_search;
 mod git_history;
 pub mod patch;
 pub mod path;
+pub mod process_tools;
 pub mod run_check;
 pub mod symbol_search;
 pub mod write;
@@ -38,6 +39,7 @@ pub use file_read::FileRead;
 pub use file_read_diff::FileReadDiff;
 pub use file_search::FileSearch;
 pub use git_history::GitHistory;
+pub use process_tools::{ProcessKill, ProcessOutput, ProcessRun};
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
 
@@ -105,6 +107,7 @@ pub struct ToolContext {
     rev: ToolRevision,
     symbols: Option<std::sync::Arc<SymbolIndex>>,
     run_check: Option<RunCheckSettings>,
+    processes: Option<crate::process::ProcessTable>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     // Invariant: once built (on first use: a CLI call never needs it), knows the repository's
     // absolute path (shown as `<repo>`) besides the built-in secrets, so tool events and logs
@@ -145,6 +148,7 @@ impl ToolContext {
             rev: ToolRevision::Worktree,
             symbols: None,
             run_check: None,
+            processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
         };
@@ -186,6 +190,7 @@ impl ToolContext {
             rev: ToolRevision::Worktree,
             symbols: None,
             run_check: None,
+            processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
         })
@@ -360,6 +365,7 @@ impl ToolContext {
             state_dir: paths.state_dir().to_owned(),
             private: vec![paths.config_dir().to_owned(), paths.state_dir().to_owned()],
             helper: std::env::current_exe().unwrap_or_else(|_| "review-agent-gateway".into()),
+            mcp: config.mcp.clone(),
         });
         self
     }
@@ -374,13 +380,27 @@ impl ToolContext {
     }
 
     /// This context with a cancel flag: once it is `true`, a running `run_check` command is
-    /// killed (with its process group) and answers `cancelled: true`.
+    /// killed (with its process group) and answers `cancelled: true`; so is the command a
+    /// waiting `process_run` started, and a waiting `process_output` answers at once.
     pub fn with_cancel(
         mut self,
         cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> ToolContext {
         self.cancel = Some(cancel);
         self
+    }
+
+    /// This context with the engine's process table, which the `process_*` tools start
+    /// commands in and look handles up in (the daemon's one table: a handle outlives the call
+    /// that started it). Without one, those tools answer `tool.disabled`.
+    pub fn with_processes(mut self, processes: crate::process::ProcessTable) -> ToolContext {
+        self.processes = Some(processes);
+        self
+    }
+
+    /// The process table, if given ([`ToolContext::with_processes`]).
+    pub fn processes(&self) -> Option<&crate::process::ProcessTable> {
+        self.processes.as_ref()
     }
 
     /// The `run_check` settings, if given.
@@ -468,6 +488,9 @@ impl Registry {
             Box::new(FileReadDiff),
             Box::new(FileSearch),
             Box::new(GitHistory),
+            Box::new(ProcessKill),
+            Box::new(ProcessOutput),
+            Box::new(ProcessRun),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
         ];

@@ -52,6 +52,7 @@ impl Dir {
                         writable: *writable,
                     })
                     .collect(),
+                ..McpConfig::default()
             },
             mappings: mappings
                 .iter()

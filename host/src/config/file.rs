@@ -83,11 +83,27 @@ impl Default for Config {
 ///
 /// No roots: every directory is refused, except the confirmed mappings' `local_path`s, which
 /// are read-only roots of their own.
+///
+/// Commands (`process_run`, `process_output`, `process_kill`; issue 14 §3) are opt-in, as the
+/// seed's `AGENT_ENABLE_COMMANDS`:
+///
+/// ```toml
+/// [mcp]
+/// commands = true          # default false: process_run answers `tool.disabled`
+/// command_network = false  # default false: commands run without network
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// Allowed roots (absolute paths). Default: none.
     pub roots: Vec<McpRoot>,
+    /// Whether MCP clients may run commands in workspaces (`process_run`), confined by the
+    /// sandbox (DESIGN §13): the workspace readable, writable only under a writable root.
+    /// Default `false` (the seed's `AGENT_ENABLE_COMMANDS`: "commands are opt-in").
+    pub commands: bool,
+    /// Whether those commands may use the network. Default `false`: the sandbox cuts it.
+    /// Meaningless without `commands = true`, which the check requires.
+    pub command_network: bool,
 }
 
 /// One allowed root (`[mcp] roots = [{ path = "…", writable = false }]`).
@@ -104,6 +120,14 @@ pub struct McpRoot {
 
 impl McpConfig {
     fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        if self.command_network && !self.commands {
+            return Err((
+                vec![key("command_network")],
+                "`command_network = true` without `commands = true` has no effect; set \
+                 `commands = true` too, or remove `command_network`"
+                    .to_owned(),
+            ));
+        }
         for (i, root) in self.roots.iter().enumerate() {
             let at = || vec![key("roots"), Seg::Index(i), key("path")];
             if !root.path.is_absolute() {

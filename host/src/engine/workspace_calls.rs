@@ -118,6 +118,7 @@ impl Gateway {
         let workspace = self.workspaces().get(handle)?;
         let mut ctx = ToolContext::for_workspace(workspace)?
             .with_symbol_index(self.symbol_index())
+            .with_processes(self.inner.processes.clone())
             .with_cancel(cancel);
         if tool.side_effect() == SideEffect::Command {
             let paths = crate::config::Paths::discover()?;
