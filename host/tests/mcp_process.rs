@@ -453,3 +453,37 @@ fn mcp_cancellation_kills_the_command_of_a_waiting_call() {
     // The call's connection ends with the daemon at the latest.
     let _ = call.join();
 }
+
+/// The outcome, whichever layer brings it: `Gateway::shutdown` asks every command to stop
+/// (`ProcessTable::kill_all`), and a sandbox helper whose gateway is gone kills its tree when
+/// its control pipe closes; this test cannot tell the two apart.
+#[test]
+fn shutting_the_daemon_down_stops_its_commands() {
+    let mut d = Daemon::start(true);
+    let ws = d.open(d.rw.path());
+    let marker = sleep_cmdline("60.4074");
+    let run = d.ok(
+        "process_run",
+        json!({ "workspace": ws, "executable": "sleep", "args": ["60.4074"], "waitSeconds": 0 }),
+    );
+    assert_eq!(run["running"], true, "{run}");
+    assert!(wait_process_running(&marker, true), "sleep never started");
+
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &d.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let started = Instant::now();
+    while d.child.try_wait().expect("wait").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "serve still running with a command running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        wait_process_running(&marker, false),
+        "the command outlived the daemon"
+    );
+}

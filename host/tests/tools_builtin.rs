@@ -6,7 +6,7 @@
 mod support;
 
 use review_agent_gateway::error::codes;
-use review_agent_gateway::tools::{Registry, ToolContext};
+use review_agent_gateway::tools::{Registry, ToolContext, ToolTarget};
 use serde_json::{Value, json};
 use support::{TestRepo, run_binary};
 
@@ -278,6 +278,9 @@ fn registry_and_schemas() {
             "file_read_diff",
             "file_search",
             "git_history",
+            "process_kill",
+            "process_output",
+            "process_run",
             "run_check",
             "symbol_search"
         ]
@@ -285,7 +288,14 @@ fn registry_and_schemas() {
     for tool in registry.tools() {
         let schema = tool.input_schema();
         assert_eq!(schema["type"], "object", "{}", tool.name());
-        assert!(schema["properties"]["ref"].is_object(), "{}", tool.name());
+        // A command in a workspace runs on its files: it reads no commit.
+        let reads_revisions = tool.target() != ToolTarget::Workspace;
+        assert_eq!(
+            schema["properties"]["ref"].is_object(),
+            reads_revisions,
+            "{}",
+            tool.name()
+        );
         jsonschema::validator_for(&schema).expect("a valid JSON Schema");
     }
     assert_eq!(
@@ -312,6 +322,25 @@ fn tool_command() {
             .any(|l| l.starts_with("file_read\tnone\t")),
         "{}",
         run.stdout
+    );
+    // The workspace commands need the daemon's workspaces: not listed, not callable here.
+    assert!(!run.stdout.contains("process_run"), "{}", run.stdout);
+    let run = run_binary(
+        &[
+            "tool",
+            "process_run",
+            "--repo",
+            repo,
+            "--input",
+            r#"{"executable": "sh"}"#,
+        ],
+        home,
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.starts_with("error[tool.not_found]"),
+        "{}",
+        run.stderr
     );
 
     let input = r#"{"path": "src/lib.rs", "endLine": 1}"#;
