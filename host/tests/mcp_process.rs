@@ -487,3 +487,22 @@ fn shutting_the_daemon_down_stops_its_commands() {
         "the command outlived the daemon"
     );
 }
+
+#[test]
+fn a_command_is_killed_at_its_timeout() {
+    let d = Daemon::start(true);
+    let ws = d.open(d.rw.path());
+    let started = Instant::now();
+    let out = d.ok(
+        "process_run",
+        json!({
+            "workspace": ws, "executable": "sh", "args": ["-c", "echo begun; sleep 30"],
+            "timeoutSeconds": 1, "waitSeconds": 20
+        }),
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "{out}");
+    assert_eq!(out["running"], false, "{out}");
+    assert_eq!(out["timedOut"], true, "{out}");
+    assert_eq!(out["exitCode"], Value::Null, "{out}");
+    assert_eq!(out["stdout"], "begun\n", "{out}");
+}
