@@ -153,6 +153,9 @@ struct Inner {
     // until the store takes them (`settle_pending`). Invariant: each one's seq is its run's
     // stored `lastSeq` + 1 when it was made; subscribers deliver it after the stored events.
     pending: Mutex<HashMap<String, AgentEvent>>,
+    // The commands MCP clients started (`process_run`, issue 14 §3): one table per process, so
+    // a handle outlives the call that started it; every command is asked to stop at shutdown.
+    processes: crate::process::ProcessTable,
 }
 
 /// The health probes of one provider configuration (single flight, see [`Gateway::health`]).
@@ -250,6 +253,7 @@ impl Gateway {
                 probes: Mutex::new(HashMap::new()),
                 clients: crate::providers::ClientPool::new(),
                 pending: Mutex::new(HashMap::new()),
+                processes: crate::process::ProcessTable::new(),
             }),
         };
         gateway.purge()?;
@@ -955,6 +959,15 @@ impl Gateway {
     /// ends the process without waiting for review threads.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.accepting.store(false, Ordering::Relaxed);
+        // MCP commands (`process_run`) belong to no run: stop them (with everything they
+        // started) now; their threads end within the sandbox's kill grace.
+        let commands = self.inner.processes.kill_all();
+        if commands > 0 {
+            tracing::info!(
+                commands,
+                "shutting down: stopping the commands MCP clients started"
+            );
+        }
         let running = self.live_ids().len();
         if running > 0 {
             tracing::info!(

@@ -384,11 +384,15 @@ fn main() -> ExitCode {
 
 fn tool_command(args: ToolArgs) -> ExitCode {
     use review_agent_gateway::error::codes;
-    use review_agent_gateway::tools::{Registry, ToolContext};
+    use review_agent_gateway::tools::{Registry, ToolContext, ToolTarget};
     let registry = Registry::builtin();
     if args.name == "list" {
         let mut out = String::new();
-        for tool in registry.tools() {
+        // The workspace-only tools (processes) need the daemon's workspaces and process table.
+        for tool in registry
+            .tools()
+            .filter(|t| t.target() != ToolTarget::Workspace)
+        {
             out.push_str(&format!(
                 "{}\t{}\t{}\n",
                 tool.name(),
@@ -400,6 +404,17 @@ fn tool_command(args: ToolArgs) -> ExitCode {
     }
     let run = || -> Result<serde_json::Value, GatewayError> {
         let tool = registry.get(&args.name)?;
+        if tool.target() == ToolTarget::Workspace {
+            return Err(GatewayError::new(
+                codes::TOOL_NOT_FOUND,
+                format!(
+                    "`{}` works on MCP workspaces only, not on a repository",
+                    args.name
+                ),
+                "Call it through MCP (`/mcp` on the daemon, or `review-agent-gateway mcp`) with \
+                 a workspace handle from `workspace_open`.",
+            ));
+        }
         let input: serde_json::Value = serde_json::from_str(&args.input).map_err(|e| {
             GatewayError::new(
                 codes::REQUEST_INVALID,

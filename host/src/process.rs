@@ -364,6 +364,21 @@ impl ProcessTable {
         asked
     }
 
+    /// The workspace the process `id` was started in ([`ProcessSpec::workspace`]), without
+    /// reading its output or its end: what the tool wiring checks a call's workspace against
+    /// before answering anything about the process (or killing it).
+    ///
+    /// # Errors
+    /// `process.not_found` for a handle this table does not know (or no longer remembers).
+    pub fn workspace(&self, id: &str) -> Result<Option<String>, GatewayError> {
+        let mut state = self.lock();
+        self.prune(&mut state);
+        state
+            .get(id)
+            .map(|entry| entry.workspace.clone())
+            .ok_or_else(|| not_found(id))
+    }
+
     /// How many processes are running now.
     pub fn running(&self) -> usize {
         self.lock().values().filter(|e| e.end.is_none()).count()
@@ -549,7 +564,8 @@ fn complete_utf8(bytes: &[u8]) -> usize {
     }
 }
 
-fn not_found(id: &str) -> GatewayError {
+/// `process.not_found` for the handle `id` (shown cut to 64 characters).
+pub(crate) fn not_found(id: &str) -> GatewayError {
     let shown: String = id.chars().take(64).collect();
     GatewayError::new(
         codes::PROCESS_NOT_FOUND,

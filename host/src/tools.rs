@@ -22,6 +22,7 @@ mod git_history;
 mod git_status;
 pub mod patch;
 pub mod path;
+pub mod process_tools;
 pub mod review_changes;
 pub mod run_check;
 pub mod symbol_search;
@@ -48,6 +49,7 @@ pub use file_stat::FileStat;
 pub use git_diff::GitDiff;
 pub use git_history::{GitBlame, GitHistory, GitLog, GitShow};
 pub use git_status::GitStatus;
+pub use process_tools::{ProcessKill, ProcessOutput, ProcessRun};
 pub use review_changes::ReviewChanges;
 pub use run_check::{RunCheck, RunCheckSettings};
 pub use symbol_search::{IndexStats, SymbolIndex, SymbolSearch, index_all};
@@ -117,6 +119,7 @@ pub struct ToolContext {
     rev: ToolRevision,
     symbols: Option<std::sync::Arc<SymbolIndex>>,
     run_check: Option<RunCheckSettings>,
+    processes: Option<crate::process::ProcessTable>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     // Invariant: once built (on first use: a CLI call never needs it), knows the repository's
     // absolute path (shown as `<repo>`) besides the built-in secrets, so tool events and logs
@@ -157,6 +160,7 @@ impl ToolContext {
             rev: ToolRevision::Worktree,
             symbols: None,
             run_check: None,
+            processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
         };
@@ -198,6 +202,7 @@ impl ToolContext {
             rev: ToolRevision::Worktree,
             symbols: None,
             run_check: None,
+            processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
         })
@@ -372,6 +377,7 @@ impl ToolContext {
             state_dir: paths.state_dir().to_owned(),
             private: vec![paths.config_dir().to_owned(), paths.state_dir().to_owned()],
             helper: std::env::current_exe().unwrap_or_else(|_| "review-agent-gateway".into()),
+            mcp: config.mcp.clone(),
         });
         self
     }
@@ -386,13 +392,27 @@ impl ToolContext {
     }
 
     /// This context with a cancel flag: once it is `true`, a running `run_check` command is
-    /// killed (with its process group) and answers `cancelled: true`.
+    /// killed (with its process group) and answers `cancelled: true`; so is the command a
+    /// waiting `process_run` started, and a waiting `process_output` answers at once.
     pub fn with_cancel(
         mut self,
         cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> ToolContext {
         self.cancel = Some(cancel);
         self
+    }
+
+    /// This context with the engine's process table, which the `process_*` tools start
+    /// commands in and look handles up in (the daemon's one table: a handle outlives the call
+    /// that started it). Without one, those tools answer `tool.disabled`.
+    pub fn with_processes(mut self, processes: crate::process::ProcessTable) -> ToolContext {
+        self.processes = Some(processes);
+        self
+    }
+
+    /// The process table, if given ([`ToolContext::with_processes`]).
+    pub fn processes(&self) -> Option<&crate::process::ProcessTable> {
+        self.processes.as_ref()
     }
 
     /// The `run_check` settings, if given.
@@ -442,6 +462,12 @@ pub trait GatewayTool: Send + Sync {
     fn mcp_name(&self) -> Option<&'static str> {
         Some(self.name())
     }
+    /// Whether an MCP call of it is recorded as a run and in the audit log (DESIGN §12): by
+    /// default when it writes or runs a command; a tool that only reads such a thing (polling
+    /// a process's output) says `false`.
+    fn audited(&self) -> bool {
+        matches!(self.side_effect(), SideEffect::Write | SideEffect::Command)
+    }
     /// What it can be called on; most tools read a mapped repository or a workspace alike.
     fn target(&self) -> ToolTarget {
         ToolTarget::Any
@@ -490,6 +516,9 @@ impl Registry {
             Box::new(GitShow),
             Box::new(GitStatus),
             Box::new(ReviewChanges),
+            Box::new(ProcessKill),
+            Box::new(ProcessOutput),
+            Box::new(ProcessRun),
             Box::new(RunCheck),
             Box::new(SymbolSearch),
             Box::new(WorkspaceTree),

@@ -619,3 +619,20 @@ fn add_checks_its_input() {
     assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
     assert_eq!(std::fs::read_to_string(&path).expect("read"), "prot = 1\n");
 }
+
+/// `[mcp] commands` and `command_network` are off by default (the seed's opt-in
+/// `AGENT_ENABLE_COMMANDS`); the network without commands is a mistake the check names.
+#[test]
+fn mcp_commands_are_opt_in() {
+    let config = Config::default();
+    assert!(!config.mcp.commands && !config.mcp.command_network);
+    let config = parse("[mcp]\ncommands = true\ncommand_network = true\n").expect("valid");
+    assert!(config.mcp.commands && config.mcp.command_network);
+    check_invalid(
+        "[mcp]\ncommand_network = true\n",
+        Some("mcp.command_network"),
+        2,
+        "without `commands = true`",
+    );
+    check_invalid("[mcp]\ncommands = \"yes\"\n", Some("mcp.commands"), 2, "");
+}

@@ -6,7 +6,7 @@
 mod support;
 
 use review_agent_gateway::error::codes;
-use review_agent_gateway::tools::{Registry, ToolContext};
+use review_agent_gateway::tools::{Registry, ToolContext, ToolTarget};
 use serde_json::{Value, json};
 use support::{TestRepo, run_binary};
 
@@ -287,6 +287,9 @@ fn registry_and_schemas() {
             "git_log",
             "git_show",
             "git_status",
+            "process_kill",
+            "process_output",
+            "process_run",
             "review_changes",
             "run_check",
             "symbol_search",
@@ -307,9 +310,13 @@ fn registry_and_schemas() {
     for tool in registry.tools() {
         let schema = tool.input_schema();
         assert_eq!(schema["type"], "object", "{}", tool.name());
+        // A command in a workspace runs on its files, and the work-tree tools read the files on
+        // disk: neither reads a commit.
+        let reads_revisions =
+            tool.target() != ToolTarget::Workspace && !without_ref.contains(&tool.name());
         assert_eq!(
             schema["properties"]["ref"].is_object(),
-            !without_ref.contains(&tool.name()),
+            reads_revisions,
             "{}",
             tool.name()
         );
@@ -339,6 +346,25 @@ fn tool_command() {
             .any(|l| l.starts_with("file_read\tnone\t")),
         "{}",
         run.stdout
+    );
+    // The workspace commands need the daemon's workspaces: not listed, not callable here.
+    assert!(!run.stdout.contains("process_run"), "{}", run.stdout);
+    let run = run_binary(
+        &[
+            "tool",
+            "process_run",
+            "--repo",
+            repo,
+            "--input",
+            r#"{"executable": "sh"}"#,
+        ],
+        home,
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.starts_with("error[tool.not_found]"),
+        "{}",
+        run.stderr
     );
 
     let input = r#"{"path": "src/lib.rs", "endLine": 1}"#;

@@ -88,6 +88,15 @@ impl Default for Config {
 /// 14 §5): a request whose `Host` is such a name reaches `/mcp` only — every `/v1` route keeps
 /// refusing it — and still needs the bearer token; `Origin` rules are unchanged. Checked at load
 /// ([`crate::security::public_host_name_error`]): exact DNS names, no scheme, port or wildcard.
+///
+/// Commands (`process_run`, `process_output`, `process_kill`; issue 14 §3) are opt-in, as the
+/// seed's `AGENT_ENABLE_COMMANDS`:
+///
+/// ```toml
+/// [mcp]
+/// commands = true          # default false: process_run answers `tool.disabled`
+/// command_network = false  # default false: commands run without network
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
@@ -97,6 +106,13 @@ pub struct McpConfig {
     /// loopback names reach the daemon (the DNS-rebinding defence of DESIGN §9).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub public_hosts: Vec<String>,
+    /// Whether MCP clients may run commands in workspaces (`process_run`), confined by the
+    /// sandbox (DESIGN §13): the workspace readable, writable only under a writable root.
+    /// Default `false` (the seed's `AGENT_ENABLE_COMMANDS`: "commands are opt-in").
+    pub commands: bool,
+    /// Whether those commands may use the network. Default `false`: the sandbox cuts it.
+    /// Meaningless without `commands = true`, which the check requires.
+    pub command_network: bool,
 }
 
 /// One allowed root (`[mcp] roots = [{ path = "…", writable = false }]`).
@@ -117,6 +133,14 @@ impl McpConfig {
             if let Some(message) = crate::security::public_host_name_error(name) {
                 return Err((vec![key("public_hosts"), Seg::Index(i)], message));
             }
+        }
+        if self.command_network && !self.commands {
+            return Err((
+                vec![key("command_network")],
+                "`command_network = true` without `commands = true` has no effect; set \
+                 `commands = true` too, or remove `command_network`"
+                    .to_owned(),
+            ));
         }
         for (i, root) in self.roots.iter().enumerate() {
             let at = || vec![key("roots"), Seg::Index(i), key("path")];

@@ -209,10 +209,16 @@ impl Gateway {
     }
 }
 
-/// Whether `config` lets `tool` run: a tool that runs commands only when `[tools.run_check]`
-/// says `enabled = true` (draft §10: "Disabled by default").
+/// Whether `config` lets `tool` run. A tool that runs commands is disabled by default (draft
+/// §10): `run_check` (a mapped repository's checks) runs when `[tools.run_check] enabled =
+/// true`; the workspace commands (`process_run`, `process_output`, `process_kill`; issue 14 §3)
+/// when `[mcp] commands = true` (the seed's `AGENT_ENABLE_COMMANDS`). Every other tool runs.
 fn enabled(tool: &dyn GatewayTool, config: &Config) -> bool {
-    tool.side_effect() != SideEffect::Command || config.tools.run_check.enabled
+    match (tool.side_effect(), tool.target()) {
+        (SideEffect::Command, ToolTarget::Workspace) => config.mcp.commands,
+        (SideEffect::Command, _) => config.tools.run_check.enabled,
+        _ => true,
+    }
 }
 
 /// A mapping's `default_ref` that does not resolve (issue 12 §5): the error names it as the
@@ -240,4 +246,48 @@ fn default_ref_error(error: GatewayError, mapping: &crate::config::Mapping) -> G
             mapping.default_ref
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each command tool follows its own switch: `run_check` `[tools.run_check] enabled`, the
+    /// workspace commands `[mcp] commands`; the read tools always run.
+    #[test]
+    fn each_command_tool_follows_its_own_switch() {
+        let registry = tools::Registry::builtin();
+        let state = |config: &Config| -> Vec<(&str, bool)> {
+            [
+                "file_read",
+                "run_check",
+                "process_run",
+                "process_output",
+                "process_kill",
+            ]
+            .into_iter()
+            .map(|name| {
+                let tool = registry.get(name).expect("registered");
+                (name, enabled(tool, config))
+            })
+            .collect()
+        };
+        let off = Config::default();
+        let mut checks = Config::default();
+        checks.tools.run_check.enabled = true;
+        let mut commands = Config::default();
+        commands.mcp.commands = true;
+        let expect = |run_check: bool, process: bool| {
+            vec![
+                ("file_read", true),
+                ("run_check", run_check),
+                ("process_run", process),
+                ("process_output", process),
+                ("process_kill", process),
+            ]
+        };
+        assert_eq!(state(&off), expect(false, false));
+        assert_eq!(state(&checks), expect(true, false));
+        assert_eq!(state(&commands), expect(false, true));
+    }
 }

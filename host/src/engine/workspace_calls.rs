@@ -11,7 +11,8 @@
 //!   [`ToolContext::for_workspace`]).
 //! - Every tool of the registry may be called on a workspace; the tools whose
 //!   [`ToolTarget`] is `Workspace` (writes, processes) only there.
-//! - A call that changes something (side effect `write` or `command`) is a run of kind `tool`
+//! - A call that changes something (side effect `write` or `command`, except polling a
+//!   process's output: [`tools::GatewayTool::audited`]) is a run of kind `tool`
 //!   (`runs list`, `runs show`, `GET /v1/runs/:id/events`: `run.created`, `tool.started`,
 //!   `tool.completed`, `run.completed` or `run.failed`, with the redacted input summary and
 //!   output preview of [`tools::invoke`]) and a line of the audit log [`AUDIT_LOG`] under the
@@ -129,6 +130,7 @@ impl Gateway {
         let workspace = self.workspaces().get(handle)?;
         let mut ctx = ToolContext::for_workspace(workspace)?
             .with_symbol_index(self.symbol_index())
+            .with_processes(self.inner.processes.clone())
             .with_cancel(cancel);
         if tool.side_effect() == SideEffect::Command {
             let paths = crate::config::Paths::discover()?;
@@ -146,7 +148,7 @@ impl Gateway {
         };
         let call_id = new_id("call");
         let call = tools::invoke(tool, &ctx, &call_id, input);
-        if matches!(tool.side_effect(), SideEffect::Write | SideEffect::Command) {
+        if tool.audited() {
             self.record_tool_run(&call, handle, ctx.work_root().ok());
         }
         let done = &call.completed;

@@ -101,6 +101,10 @@ pub struct RunCheckSettings {
     pub private: Vec<PathBuf>,
     /// The sandbox helper: the gateway's own binary.
     pub helper: PathBuf,
+    /// The `[mcp]` section: whether MCP clients may run commands in workspaces (`commands`,
+    /// `command_network`; the `process_*` tools, [`super::process_tools`]), which share this
+    /// sandbox, scratch dirs, limits and environment rules.
+    pub mcp: crate::config::McpConfig,
 }
 
 /// The per-call scratch dirs (`HOME`, `TMPDIR`), under the state dir.
@@ -473,8 +477,9 @@ fn not_allowed(argv: &[String], reason: &str, remediation: &str) -> GatewayError
     )
 }
 
-/// The gateway's `PATH`, absolute entries only, else `/usr/local/bin:/usr/bin:/bin`.
-fn gateway_path() -> String {
+/// The gateway's `PATH`, absolute entries only, else `/usr/local/bin:/usr/bin:/bin` (also
+/// `process_run`'s).
+pub(crate) fn gateway_path() -> String {
     std::env::var("PATH")
         .ok()
         .map(|p| {
@@ -490,7 +495,11 @@ fn gateway_path() -> String {
 /// The environment a command gets (see the module docs): `PATH`, `LANG`, `TERM`, `HOME` and
 /// `TMPDIR` in the call's scratch dir, `USER` and `LOGNAME`, `CARGO_HOME` and `RUSTUP_HOME`
 /// (the user's, so toolchains are found although `HOME` moved), then `passthrough`.
-fn scrubbed_env(path: &str, passthrough: &[String], scratch: &Scratch) -> Vec<(String, String)> {
+pub(crate) fn scrubbed_env(
+    path: &str,
+    passthrough: &[String],
+    scratch: &Scratch,
+) -> Vec<(String, String)> {
     let mut env = vec![
         ("PATH".to_owned(), path.to_owned()),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
@@ -525,8 +534,8 @@ fn scrubbed_env(path: &str, passthrough: &[String], scratch: &Scratch) -> Vec<(S
 }
 
 /// `program` itself when absolute, else the first executable file named so in `path`'s
-/// (absolute) entries.
-fn resolve_program(program: &str, path: &str) -> Option<PathBuf> {
+/// (absolute) entries; `None` for another relative path or when nothing executable is there.
+pub(crate) fn resolve_program(program: &str, path: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
