@@ -108,7 +108,7 @@ fn file_write_creates_and_replaces_atomically_and_answers_the_diff() {
     assert!(
         created["diff"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .starts_with("--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1,1 @@\n+x = 1\n"),
         "{created}"
     );
@@ -122,12 +122,22 @@ fn file_write_creates_and_replaces_atomically_and_answers_the_diff() {
         )
         .expect("replaced");
     assert_eq!(replaced["created"], false);
-    assert!(replaced["diff"].as_str().unwrap().contains("+y = 2\n"));
+    assert!(
+        replaced["diff"]
+            .as_str()
+            .expect("present")
+            .contains("+y = 2\n")
+    );
     assert_eq!(fx.read("rw/app.py"), "y = 2\n");
     // No temporary file is left beside it.
     let names: Vec<String> = std::fs::read_dir(fx.path("rw"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .expect("present")
+        .map(|e| {
+            e.expect("present")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
 
@@ -223,7 +233,7 @@ fn a_patch_with_moved_context_applies_and_says_so() {
         fx.path("rw/app.py"),
         format!("import os\nimport sys\n\n{APP}"),
     )
-    .unwrap();
+    .expect("present");
     let patch = "--- a/app.py\n+++ b/app.py\n@@ -5,2 +5,2 @@\n def sub(a, b):\n-    return a - b\n+    return b - a\n";
     let dry = fx
         .call(
@@ -236,7 +246,7 @@ fn a_patch_with_moved_context_applies_and_says_so() {
     assert!(
         dry["diff"]
             .as_str()
-            .unwrap()
+            .expect("present")
             .contains("+    return b - a\n"),
         "{dry}"
     );
@@ -263,7 +273,7 @@ fn a_patch_is_all_or_nothing() {
     let patch = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a + b\n+    return b + a\n\
                  --- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1 @@\n+x = 1\n\
                  --- a/pkg/other.py\n+++ b/pkg/other.py\n@@ -1 +1 @@\n-old\n+new\n";
-    std::fs::write(fx.path("rw/pkg/other.py"), "something else\n").unwrap();
+    std::fs::write(fx.path("rw/pkg/other.py"), "something else\n").expect("present");
     assert_eq!(
         code(fx.call("rw", "file_apply_patch", json!({"patch": patch}))),
         codes::PATCH_CONFLICT
@@ -272,7 +282,7 @@ fn a_patch_is_all_or_nothing() {
     assert!(!fx.path("rw/pkg/new.py").exists());
 
     // An ambiguous hunk: its lines are in the file twice, neither at the header's line.
-    std::fs::write(fx.path("rw/pkg/other.py"), "a\nb\nc\nx\nx\nx\na\nb\nc\n").unwrap();
+    std::fs::write(fx.path("rw/pkg/other.py"), "a\nb\nc\nx\nx\nx\na\nb\nc\n").expect("present");
     let ambiguous = "--- a/pkg/other.py\n+++ b/pkg/other.py\n@@ -20,3 +20,3 @@\n a\n-b\n+B\n c\n";
     assert_eq!(
         code(fx.call("rw", "file_apply_patch", json!({"patch": ambiguous}))),
@@ -288,7 +298,7 @@ fn a_patch_is_all_or_nothing() {
 #[test]
 fn a_patch_creates_and_deletes_files() {
     let fx = Fixture::new();
-    std::fs::write(fx.path("rw/pkg/old.py"), "gone = True\n").unwrap();
+    std::fs::write(fx.path("rw/pkg/old.py"), "gone = True\n").expect("present");
     let patch = "--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1,2 @@\n+x = 1\n+y = 2\n\
                  --- a/pkg/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone = True\n";
     let applied = fx
@@ -296,9 +306,9 @@ fn a_patch_creates_and_deletes_files() {
         .expect("applied");
     let statuses: Vec<&str> = applied["files"]
         .as_array()
-        .unwrap()
+        .expect("present")
         .iter()
-        .map(|f| f["status"].as_str().unwrap())
+        .map(|f| f["status"].as_str().expect("present"))
         .collect();
     assert_eq!(statuses, ["created", "deleted"]);
     assert_eq!(fx.read("rw/pkg/new.py"), "x = 1\ny = 2\n");
