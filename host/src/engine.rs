@@ -232,7 +232,15 @@ impl Gateway {
         }
         let store = Arc::new(store);
         let roots = crate::workspace::Roots::from_config(config.config());
-        let workspaces = crate::workspace::Workspaces::new(Arc::clone(&store), roots);
+        // The gateway's own config and state dirs are never a workspace nor inside one.
+        let mut private: Vec<std::path::PathBuf> = crate::config::Paths::discover()
+            .map(|p| vec![p.config_dir().to_owned(), p.state_dir().to_owned()])
+            .unwrap_or_default();
+        if let Some(dir) = config.path().parent().filter(|d| !d.as_os_str().is_empty()) {
+            private.push(dir.to_owned());
+        }
+        let workspaces =
+            crate::workspace::Workspaces::new(Arc::clone(&store), roots).with_private(&private);
         let gateway = Gateway {
             inner: Arc::new(Inner {
                 slots: Arc::new(Semaphore::new(

@@ -160,6 +160,9 @@ pub mod codes {
     /// A call needs git (a `ref`, history, a diff) in a workspace that is not a repository's
     /// top directory (DESIGN §12).
     pub const WORKSPACE_NOT_A_REPOSITORY: &str = "workspace.not_a_repository";
+    /// `workspace_open` was given a directory that holds, or lies inside, the gateway's own
+    /// config or state directory (token, API keys, store): no tool reaches them (issue 14 §4).
+    pub const WORKSPACE_GATEWAY_DATA: &str = "workspace.gateway_data";
     /// A patch given to a write tool is not a unified diff, has a hunk whose lines disagree
     /// with its `@@` counts, or is of a kind not applied (binary, rename, mode change) (issue 14
     /// §3).

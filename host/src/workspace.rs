@@ -275,6 +275,9 @@ impl Workspace {
 pub struct Workspaces {
     store: Arc<Store>,
     roots: RwLock<Arc<Roots>>,
+    // Canonical directories of the gateway's own data (config, state: the token, API keys, the
+    // store, audit logs): no workspace may hold them or lie inside them.
+    private: Vec<PathBuf>,
 }
 
 /// A path for messages, control characters escaped.
@@ -368,6 +371,39 @@ impl Workspaces {
         Workspaces {
             store,
             roots: RwLock::new(Arc::new(roots)),
+            private: Vec::new(),
+        }
+    }
+
+    /// These workspaces, refusing any directory that holds one of `dirs` or lies inside one
+    /// (the gateway's config and state directories: its token, the API key files, the store,
+    /// the audit logs — issue 14 §4, "no tool that changes the gateway's own configuration").
+    /// Each is canonicalized now; one that does not exist is kept as given.
+    pub fn with_private(mut self, dirs: &[PathBuf]) -> Workspaces {
+        self.private = dirs
+            .iter()
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        self
+    }
+
+    /// Refuses a canonical directory that holds or lies inside the gateway's own data.
+    fn check_private(&self, dir: &Path) -> Result<(), GatewayError> {
+        match self
+            .private
+            .iter()
+            .find(|p| p.starts_with(dir) || dir.starts_with(p))
+        {
+            None => Ok(()),
+            Some(_) => Err(GatewayError::new(
+                codes::WORKSPACE_GATEWAY_DATA,
+                format!(
+                    "`{}` holds (or is inside) the gateway's own configuration or state",
+                    printable(dir)
+                ),
+                "Open a project directory that does not contain the gateway's config and state \
+                 directories (its token, API keys and store are never reachable by tools).",
+            )),
         }
     }
 
@@ -390,6 +426,8 @@ impl Workspaces {
     /// - `workspace.filesystem_root`, `workspace.inside_git_dir`: see [`policy`];
     /// - `workspace.not_found`: nothing is there (inside a root);
     /// - `workspace.not_a_directory`: it is a file;
+    /// - `workspace.gateway_data`: it holds or lies inside the gateway's config or state
+    ///   directory ([`Workspaces::with_private`]);
     /// - `store.unavailable` and the like when the handle cannot be stored.
     pub fn open(&self, path: &Path) -> Result<Workspace, GatewayError> {
         if !path.is_absolute() {
@@ -419,6 +457,7 @@ impl Workspaces {
             ));
         };
         let writable = roots.check(text).map_err(|r| refusal(r, &canonical))?;
+        self.check_private(&canonical)?;
         if !canonical.is_dir() {
             return Err(GatewayError::new(
                 codes::WORKSPACE_NOT_A_DIRECTORY,
@@ -489,6 +528,7 @@ impl Workspaces {
             return Err(not_found(&bound, "is no longer a directory"));
         }
         let writable = roots.check(&record.path).map_err(|r| refusal(r, &bound))?;
+        self.check_private(&canonical)?;
         Ok(Workspace {
             handle: record.handle,
             dir: canonical,

@@ -461,3 +461,38 @@ fn the_platform_is_this_one() {
     let dir = Dir::new();
     assert_eq!(dir.workspaces(&[]).roots().platform(), Os::current());
 }
+
+#[test]
+fn the_gateways_own_directories_are_never_a_workspace() {
+    let dir = Dir::new();
+    std::fs::create_dir_all(dir.path("allowed/gateway/config")).expect("mkdir");
+    std::fs::create_dir_all(dir.path("allowed/gateway/state")).expect("mkdir");
+    let ws = dir.workspaces(&[("allowed", true)]).with_private(&[
+        dir.path("allowed/gateway/config"),
+        dir.path("allowed/gateway/state"),
+    ]);
+    // The root holds the gateway's data: refused, and so is anything inside it.
+    for inside in [
+        "allowed",
+        "allowed/gateway",
+        "allowed/gateway/config",
+        "allowed/gateway/state",
+    ] {
+        assert_eq!(
+            code(ws.open(&dir.path(inside))),
+            codes::WORKSPACE_GATEWAY_DATA,
+            "{inside}"
+        );
+    }
+    assert_eq!(status_for(codes::WORKSPACE_GATEWAY_DATA).as_u16(), 403);
+    // A project beside it opens.
+    let proj = ws.open(&dir.path("allowed/proj")).expect("a project opens");
+    assert!(proj.writable());
+    // A link inside a project pointing at the gateway's data is refused too.
+    std::os::unix::fs::symlink(dir.path("allowed/gateway"), dir.path("allowed/proj/gw"))
+        .expect("link");
+    assert_eq!(
+        code(ws.open(&dir.path("allowed/proj/gw"))),
+        codes::WORKSPACE_GATEWAY_DATA
+    );
+}

@@ -781,6 +781,7 @@ pub fn status_for(code: &str) -> StatusCode {
         | codes::WORKSPACE_OUTSIDE_ROOTS
         | codes::WORKSPACE_FILESYSTEM_ROOT
         | codes::WORKSPACE_INSIDE_GIT_DIR
+        | codes::WORKSPACE_GATEWAY_DATA
         | codes::WORKSPACE_READ_ONLY => StatusCode::FORBIDDEN,
         codes::RUN_NOT_FOUND
         | codes::WORKSPACE_NOT_FOUND
