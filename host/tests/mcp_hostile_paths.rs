@@ -386,7 +386,6 @@ fn probes() -> Vec<Probe> {
         extra: &[],
         glob: matches!(shape, Shape::List(_)) || tool == "file_find",
     };
-    let text = |v: &Value| v.to_string();
     vec![
         probe(
             "file_read",
@@ -556,11 +555,6 @@ fn probes() -> Vec<Probe> {
             )
         },
     ]
-    .into_iter()
-    .inspect(|p| {
-        let _ = text(&p.fixed);
-    })
-    .collect()
 }
 
 /// The arguments of `probe` for `path` in workspace `ws`.
