@@ -1109,6 +1109,7 @@ impl PathList {
             if trimmed.is_empty() {
                 return Err(invalid(entry, "it is empty".into()));
             }
+            crate::tools::path::check_glob(trimmed)?;
             if !is_glob(trimmed) {
                 list.exact.insert(trimmed.to_owned());
                 list.under.insert(trimmed.to_owned());

@@ -637,7 +637,8 @@ pub fn check_glob_caps(globs: &[String]) -> Result<(), String> {
 ///
 /// # Errors
 /// `request.invalid` naming `paths`: more than [`MAX_GLOBS`] globs, one longer than
-/// [`MAX_GLOB_BYTES`], or a glob that does not parse.
+/// [`MAX_GLOB_BYTES`], or a glob that does not parse; `tool.path_outside_repository` for a
+/// glob that could only match outside the root ([`path::check_glob`]).
 pub(crate) fn path_globs(
     tool: &str,
     paths: Option<&[String]>,
@@ -646,6 +647,9 @@ pub(crate) fn path_globs(
         return Ok(None);
     };
     check_glob_caps(paths).map_err(|detail| invalid_field(tool, "paths", detail))?;
+    for glob in paths {
+        path::check_glob(glob)?;
+    }
     let globs = paths
         .iter()
         .map(|glob| {

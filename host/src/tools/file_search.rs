@@ -87,10 +87,13 @@ impl GatewayTool for FileSearch {
                 return Err(invalid_field(NAME, "glob", "longer than 1024 bytes"));
             }
             Some(glob) => Some(
-                globset::GlobBuilder::new(glob.trim_start_matches("./"))
-                    .literal_separator(false)
-                    .build()
-                    .map_err(|e| invalid_field(NAME, "glob", e))?
+                super::path::check_glob(glob)
+                    .and_then(|()| {
+                        globset::GlobBuilder::new(glob.trim_start_matches("./"))
+                            .literal_separator(false)
+                            .build()
+                            .map_err(|e| invalid_field(NAME, "glob", e))
+                    })?
                     .compile_matcher(),
             ),
         };

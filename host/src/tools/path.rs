@@ -149,6 +149,41 @@ pub fn normalize_in(base: Base, path: &str) -> Result<String, GatewayError> {
     Ok(components.join("/"))
 }
 
+/// Refuses a path glob (a tool's `paths` or `glob` filter) that could only match outside the
+/// root: globs are matched against root-relative, `/`-separated paths, so one that is absolute
+/// (`/etc/*`, `C:*`), holds a NUL byte, has a `..` component or a `.git` component (any depth,
+/// any case: walks skip `.git`, and git itself refuses such paths) names nothing a tool may
+/// reach. Answering "no match" would hide the caller's mistake (issue 14, hostile-path table);
+/// a backslash stays allowed (it escapes a glob metacharacter).
+///
+/// # Errors
+/// `tool.path_outside_repository` naming the glob and the rule it breaks.
+pub fn check_glob(glob: &str) -> Result<(), GatewayError> {
+    let refuse = |why: &str| {
+        Err(GatewayError::new(
+            codes::TOOL_PATH_OUTSIDE_REPOSITORY,
+            format!("the glob `{}` is refused: {why}", printable(glob)),
+            "Globs match paths relative to the repository or workspace root, with '/': \
+             `src/**/*.rs`, `*.toml`; they cannot reach outside it or into `.git`.",
+        ))
+    };
+    if glob.contains('\0') {
+        return refuse("it contains a NUL byte");
+    }
+    if glob.starts_with('/') || has_drive_prefix(glob) {
+        return refuse("it is absolute");
+    }
+    for component in glob.split('/') {
+        if component == ".." {
+            return refuse("it has a '..' component");
+        }
+        if component.eq_ignore_ascii_case(".git") {
+            return refuse("`.git` holds git's own data");
+        }
+    }
+    Ok(())
+}
+
 fn has_drive_prefix(path: &str) -> bool {
     let bytes = path.as_bytes();
     bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':'
@@ -521,6 +556,34 @@ mod tests {
             normalize("p/.git/config").ok().as_deref(),
             Some("p/.git/config")
         );
+    }
+
+    #[test]
+    fn globs() {
+        for ok in [
+            "src/**/*.rs",
+            "*.toml",
+            "./a/b",
+            "a..b/*",
+            "\\*x",
+            ".github/**",
+            ".gitignore",
+        ] {
+            assert!(check_glob(ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "../x",
+            "a/../../x",
+            "/etc/*",
+            "C:\\x",
+            "x\0y",
+            ".git/config",
+            "p/.GIT/*",
+            "**/.git/**",
+        ] {
+            let err = check_glob(bad).expect_err(bad);
+            assert_eq!(err.code, codes::TOOL_PATH_OUTSIDE_REPOSITORY, "{bad:?}");
+        }
     }
 
     #[test]
