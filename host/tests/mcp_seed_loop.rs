@@ -265,7 +265,7 @@ fn the_python_sdk_runs_the_seed_loop_in_both_modes() {
     let ro = d.repository("ro", "repo");
     let outside = d.roots.path().join("outside");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/seed_loop.py");
-    for mode in ["legacy", "2026-07-28"] {
+    for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
         // The loop writes: each mode gets its own repository.
         let rw = d.repository("rw", mode);
         let out = Command::new(&python)
@@ -279,9 +279,7 @@ fn the_python_sdk_runs_the_seed_loop_in_both_modes() {
         let report: Value = serde_json::from_slice(&out.stdout).expect("the script's JSON");
         let who = format!("python {mode}");
         let who = who.as_str();
-        if mode == "2026-07-28" {
-            assert_eq!(report["protocolVersion"], mode, "{who}");
-        }
+        assert_eq!(report["protocolVersion"], version, "{who}");
         check_tools(who, report["tools"].as_array().expect("tools"));
         let steps = ["open", "read", "patch", "write", "run", "diff"];
         let answers: BTreeMap<&str, Value> =
