@@ -557,9 +557,9 @@ mod rust_sdk {
             .find(|r| r["runId"] == run_id)
             .unwrap_or_else(|| panic!("{cancelled} not in `runs list`: {runs:?}"));
         assert_eq!(run["kind"], "tool", "{run}");
-        // The call itself answered (a cancelled command is an answer, as a timed-out one):
-        // the run completed, its output says `cancelled` and the kill's signal.
-        assert_eq!(run["state"], "completed", "{run}");
+        // The call answered that its command was cancelled: the run is `cancelled`, and its
+        // output says so.
+        assert_eq!(run["state"], "cancelled", "{run}");
         let shown = d.cli_json(&["runs", "show", run_id, "--events", "--format", "json"]);
         let completed = shown
             .iter()

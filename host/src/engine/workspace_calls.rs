@@ -14,7 +14,8 @@
 //! - A call that changes something (side effect `write` or `command`, except polling a
 //!   process's output: [`tools::GatewayTool::audited`]) is a run of kind `tool`
 //!   (`runs list`, `runs show`, `GET /v1/runs/:id/events`: `run.created`, `tool.started`,
-//!   `tool.completed`, `run.completed` or `run.failed`, with the redacted input summary and
+//!   `tool.completed`, then `run.completed`, `run.failed`, or `run.cancelled` when MCP
+//!   cancellation stopped its command, with the redacted input summary and
 //!   output preview of [`tools::invoke`]) and a line of the audit log [`AUDIT_LOG`] under the
 //!   state dir (mode 0600: time, run id, tool, workspace handle and directory, redacted input
 //!   summary, outcome, error code). Reads are logged only, as `/v1/tools` calls are.
@@ -27,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use super::Gateway;
 use crate::error::GatewayError;
 use crate::protocol::{
-    AgentEvent, ErrorObject, RunCompleted, RunCreated, RunFailed, RunKind, RunState, ToolCallResult,
+    AgentEvent, ErrorObject, RunCancelled, RunCompleted, RunCreated, RunFailed, RunKind, RunState,
+    ToolCallResult,
 };
 use crate::review::new_id;
 use crate::tools::{self, SideEffect, ToolContext, ToolRevision, ToolTarget};
@@ -206,6 +208,11 @@ impl Gateway {
             "input": call.started.input,
         });
         let terminal: crate::protocol::EventPayload = match &call.result {
+            // MCP cancellation (or a timeout) stopped the command: the run says so.
+            Ok(output) if output.value["cancelled"] == serde_json::json!(true) => RunCancelled {
+                reason: Some("mcp_cancelled".into()),
+            }
+            .into(),
             Ok(_) => RunCompleted {
                 duration_ms: call.completed.duration_ms,
                 ..RunCompleted::default()
@@ -257,7 +264,11 @@ impl Gateway {
             "workspace": handle,
             "dir": dir,
             "input": call.started.input,
-            "outcome": if call.result.is_ok() { "ok" } else { "failed" },
+            "outcome": match &call.result {
+                Ok(output) if output.value["cancelled"] == serde_json::json!(true) => "cancelled",
+                Ok(_) => "ok",
+                Err(_) => "failed",
+            },
             "code": call.result.as_ref().err().map(|e| e.code),
         });
         match crate::config::Paths::discover() {
