@@ -506,3 +506,53 @@ fn a_command_is_killed_at_its_timeout() {
     assert_eq!(out["exitCode"], Value::Null, "{out}");
     assert_eq!(out["stdout"], "begun\n", "{out}");
 }
+
+/// The 2026-07-28 flow has no cancel notification for a stateless request: closing the
+/// request's stream is the cancellation (`shared/notes/mcp.md`). A waiting `process_run` whose
+/// client hangs up has its command killed.
+#[test]
+fn a_closed_2026_request_stream_kills_the_command_of_its_call() {
+    use std::io::{Read, Write};
+    let d = Daemon::start(true);
+    let ws = d.open(d.rw.path());
+    let marker = sleep_cmdline("30.4077");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "1" }
+    });
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "_meta": meta, "name": "process_run",
+            "arguments": { "workspace": ws, "executable": "sleep", "args": ["30.4077"], "waitSeconds": 45 }
+        }
+    })
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: process_run\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        d.port,
+        d.token,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    assert!(
+        wait_process_running(&marker, true),
+        "the command never started"
+    );
+    // Nothing has been answered yet: the call is waiting for its command.
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let mut head = [0u8; 1];
+    let answered = matches!(stream.read(&mut head), Ok(n) if n > 0);
+    drop(stream);
+    assert!(
+        wait_process_running(&marker, false),
+        "the command outlived its closed request stream (answered before: {answered})"
+    );
+}
