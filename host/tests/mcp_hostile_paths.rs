@@ -113,7 +113,7 @@ impl Daemon {
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let reply = self.post(Some(&self.session), &body);
         assert_eq!(reply.status, 200, "{method}: {}", reply.body);
-        let message = rpc_message(&reply);
+        let message = reply.rpc();
         assert!(message["error"].is_null(), "{method}: {message}");
         (message["result"].clone(), reply.body)
     }
@@ -153,25 +153,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The JSON-RPC message of an answer: the body, or the last `data:` line of an SSE body.
-fn rpc_message(reply: &Reply) -> Value {
-    if reply
-        .header("content-type")
-        .is_some_and(|t| t.starts_with("text/event-stream"))
-    {
-        let data = reply
-            .body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .rfind(|d| d.starts_with('{'))
-            .unwrap_or_else(|| panic!("no message in the stream: {}", reply.body));
-        serde_json::from_str(data).expect("JSON-RPC message")
-    } else {
-        reply.json()
     }
 }
 

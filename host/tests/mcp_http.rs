@@ -95,25 +95,6 @@ impl Drop for Daemon {
     }
 }
 
-/// The JSON-RPC message of an answer: the body, or the last `data:` line of an SSE body.
-fn rpc(reply: &Reply) -> Value {
-    if reply
-        .header("content-type")
-        .is_some_and(|t| t.starts_with("text/event-stream"))
-    {
-        let data = reply
-            .body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .rfind(|d| d.starts_with('{'))
-            .unwrap_or_else(|| panic!("no message in the stream: {}", reply.body));
-        serde_json::from_str(data).expect("JSON-RPC message")
-    } else {
-        reply.json()
-    }
-}
-
 // === the Python SDK ===
 
 #[test]
@@ -259,7 +240,7 @@ fn initialize(d: &Daemon) -> String {
         })),
     );
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(rpc(&reply)["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(reply.rpc()["result"]["protocolVersion"], "2025-11-25");
     let session = reply
         .header("mcp-session-id")
         .expect("a session id")
@@ -401,7 +382,7 @@ fn the_2025_session_flow() {
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
     let listed = d.mcp("POST", &in_session, Some(&list));
     assert_eq!(listed.status, 200, "{}", listed.body);
-    let listed = rpc(&listed);
+    let listed = listed.rpc();
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
         .expect("tools")
@@ -477,7 +458,7 @@ fn the_2026_stateless_flow() {
     );
     assert_eq!(found.status, 200, "{}", found.body);
     assert!(found.header("mcp-session-id").is_none());
-    let result = &rpc(&found)["result"];
+    let result = &found.rpc()["result"];
     assert!(
         result["supportedVersions"]
             .as_array()
@@ -500,7 +481,7 @@ fn the_2026_stateless_flow() {
         Some(&open),
     );
     assert_eq!(opened.status, 200, "{}", opened.body);
-    let handle = rpc(&opened)["result"]["structuredContent"]["workspace"].clone();
+    let handle = opened.rpc()["result"]["structuredContent"]["workspace"].clone();
     assert!(handle.is_string(), "{}", opened.body);
     let call = |name: &str, header_name: &str| {
         let body = json!({
@@ -520,15 +501,15 @@ fn the_2026_stateless_flow() {
     let read = call("file_read", "file_read");
     assert_eq!(read.status, 200, "{}", read.body);
     assert_eq!(
-        rpc(&read)["result"]["structuredContent"]["output"]["text"],
+        read.rpc()["result"]["structuredContent"]["output"]["text"],
         APP
     );
     let mismatch = call("file_read", "file_search");
     assert_eq!(mismatch.status, 400, "{}", mismatch.body);
-    assert_eq!(rpc(&mismatch)["error"]["code"], -32020);
+    assert_eq!(mismatch.rpc()["error"]["code"], -32020);
     let unknown_tool = call("no_such_tool", "no_such_tool");
     assert_eq!(
-        rpc(&unknown_tool)["error"]["code"],
+        unknown_tool.rpc()["error"]["code"],
         -32602,
         "{}",
         unknown_tool.body
@@ -538,12 +519,12 @@ fn the_2026_stateless_flow() {
         json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": { "_meta": meta } });
     let headerless = d.mcp("POST", &[v], Some(&list));
     assert_eq!(headerless.status, 400, "{}", headerless.body);
-    assert_eq!(rpc(&headerless)["error"]["code"], -32020);
+    assert_eq!(headerless.rpc()["error"]["code"], -32020);
     let nope =
         json!({ "jsonrpc": "2.0", "id": 4, "method": "nope/nope", "params": { "_meta": meta } });
     let unknown = d.mcp("POST", &[v, ("Mcp-Method", "nope/nope")], Some(&nope));
     assert_eq!(unknown.status, 404, "{}", unknown.body);
-    assert_eq!(rpc(&unknown)["error"]["code"], -32601);
+    assert_eq!(unknown.rpc()["error"]["code"], -32601);
     let note = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 9 } });
     let noted = d.mcp(
         "POST",

@@ -110,7 +110,7 @@ impl Daemon {
             &Daemon::call_body(id, name, arguments),
         );
         assert_eq!(reply.status, 200, "{}", reply.body);
-        let message = rpc(&reply);
+        let message = reply.rpc();
         assert!(message["error"].is_null(), "{message}");
         message["result"].clone()
     }
@@ -143,25 +143,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The JSON-RPC message of an answer: the body, or the last `data:` line of an SSE body.
-fn rpc(reply: &Reply) -> Value {
-    if reply
-        .header("content-type")
-        .is_some_and(|t| t.starts_with("text/event-stream"))
-    {
-        let data = reply
-            .body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .rfind(|d| d.starts_with('{'))
-            .unwrap_or_else(|| panic!("no message in the stream: {}", reply.body));
-        serde_json::from_str(data).expect("JSON-RPC message")
-    } else {
-        reply.json()
     }
 }
 

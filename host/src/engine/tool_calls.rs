@@ -111,48 +111,17 @@ impl Gateway {
             .and_then(|r| r.as_str())
             .map(str::to_owned);
         let call = tools::invoke(tool, &ctx, &call_id, request.input);
-        let done = &call.completed;
-        match call.result {
-            Ok(output) => {
-                if output.value["unindexedFiles"]
-                    .as_u64()
-                    .is_some_and(|n| n > 0)
-                {
-                    self.complete_symbol_index(
-                        mapping.local_path.clone(),
-                        input_ref.unwrap_or_else(|| rev.clone()),
-                    );
-                }
-                tracing::info!(
-                    tool = name,
-                    call_id,
-                    input = %call.started.input,
-                    duration_ms = done.duration_ms,
-                    truncated = output.truncated,
-                    "tool call"
-                );
-                Ok(ToolCallResult {
-                    call_id,
-                    tool: name.to_owned(),
-                    rev,
-                    commit,
-                    output: output.value,
-                    truncated: output.truncated,
-                    duration_ms: done.duration_ms.unwrap_or(0),
-                })
-            }
-            Err(error) => {
-                tracing::info!(
-                    tool = name,
-                    call_id,
-                    input = %call.started.input,
-                    duration_ms = done.duration_ms,
-                    code = error.code,
-                    "tool call failed"
-                );
-                Err(error)
-            }
+        if let Ok(output) = &call.result
+            && output.value["unindexedFiles"]
+                .as_u64()
+                .is_some_and(|n| n > 0)
+        {
+            self.complete_symbol_index(
+                mapping.local_path.clone(),
+                input_ref.unwrap_or_else(|| rev.clone()),
+            );
         }
+        finish_call(name, call_id, rev, commit, call, None)
     }
 
     /// Index the rest of a revision's symbols on a background thread after a `symbol_search`
@@ -246,6 +215,58 @@ fn default_ref_error(error: GatewayError, mapping: &crate::config::Mapping) -> G
             mapping.default_ref
         ),
     )
+}
+
+/// A finished call as its answer: logged (tool name, call id, the workspace handle when there
+/// is one, redacted input summary, duration, outcome) and turned into the `ToolCallResult`
+/// that `/v1/tools/:name` and MCP answer.
+///
+/// # Errors
+/// The tool's own error.
+pub(super) fn finish_call(
+    name: &str,
+    call_id: String,
+    rev: String,
+    commit: Option<String>,
+    call: tools::Invocation,
+    workspace: Option<&str>,
+) -> Result<ToolCallResult, GatewayError> {
+    let done = &call.completed;
+    let workspace = workspace.unwrap_or("-");
+    match call.result {
+        Ok(output) => {
+            tracing::info!(
+                tool = name,
+                call_id,
+                workspace,
+                input = %call.started.input,
+                duration_ms = done.duration_ms,
+                truncated = output.truncated,
+                "tool call"
+            );
+            Ok(ToolCallResult {
+                call_id,
+                tool: name.to_owned(),
+                rev,
+                commit,
+                output: output.value,
+                truncated: output.truncated,
+                duration_ms: done.duration_ms.unwrap_or(0),
+            })
+        }
+        Err(error) => {
+            tracing::info!(
+                tool = name,
+                call_id,
+                workspace,
+                input = %call.started.input,
+                duration_ms = done.duration_ms,
+                code = error.code,
+                "tool call failed"
+            );
+            Err(error)
+        }
+    }
 }
 
 #[cfg(test)]

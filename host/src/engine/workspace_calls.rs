@@ -153,41 +153,7 @@ impl Gateway {
         if tool.audited() {
             self.record_tool_run(&call, handle, ctx.work_root().ok());
         }
-        let done = &call.completed;
-        match call.result {
-            Ok(output) => {
-                tracing::info!(
-                    tool = name,
-                    call_id,
-                    workspace = handle,
-                    input = %call.started.input,
-                    duration_ms = done.duration_ms,
-                    truncated = output.truncated,
-                    "workspace tool call"
-                );
-                Ok(ToolCallResult {
-                    call_id,
-                    tool: name.to_owned(),
-                    rev,
-                    commit,
-                    output: output.value,
-                    truncated: output.truncated,
-                    duration_ms: done.duration_ms.unwrap_or(0),
-                })
-            }
-            Err(error) => {
-                tracing::info!(
-                    tool = name,
-                    call_id,
-                    workspace = handle,
-                    input = %call.started.input,
-                    duration_ms = done.duration_ms,
-                    code = error.code,
-                    "workspace tool call failed"
-                );
-                Err(error)
-            }
-        }
+        super::tool_calls::finish_call(name, call_id, rev, commit, call, Some(handle))
     }
 }
 

@@ -181,6 +181,27 @@ impl Response {
     pub fn sse(&self) -> Vec<SseEvent> {
         parse_sse(&self.body)
     }
+
+    /// The JSON-RPC message of an MCP answer: the body, or the last JSON `data:` line of an
+    /// SSE body (Streamable HTTP answers either way).
+    #[allow(dead_code)]
+    pub fn rpc(&self) -> Value {
+        if self
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream"))
+        {
+            let data = self
+                .body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .rfind(|d| d.starts_with('{'))
+                .unwrap_or_else(|| panic!("no message in the stream: {}", self.body));
+            serde_json::from_str(data).expect("JSON-RPC message")
+        } else {
+            self.json()
+        }
+    }
 }
 
 /// SSE events of `body` (blocks separated by a blank line; blocks without `id`, `event` and a
