@@ -4,10 +4,10 @@
 # reference server `@modelcontextprotocol/server-filesystem` (stdio; `read_text_file`,
 # `search_files`) and, for content search, `rg` — one client (the Python MCP SDK), one process,
 # one run. Prints one table: median / p95 ms per side and the ratio ours / peer (< 1: we are
-# faster), with a check that both sides answered the same thing (see bench/mcp.py for the rows).
+# faster), with a check that both sides answered the same thing (see bench/mcp_bench.py for the rows).
 # The daemon runs on its own loopback port in a temporary home whose `[mcp] roots` is CORPUS.
 #
-# Usage: bench/mcp.sh [CORPUS] [-- extra mcp.py options, e.g. --mid-file P --large-file P
+# Usage: bench/mcp.sh [CORPUS] [-- extra mcp_bench.py options, e.g. --mid-file P --large-file P
 #                      --glob G --literal S --regex R]
 #   CORPUS: a source tree (default /work/corpus/tokio). It is not committed; get the one the
 #   defaults name with
@@ -61,5 +61,5 @@ fi
 bin=$PWD/target/release/review-agent-gateway
 [ -x "$bin" ] || { echo "error: $bin is missing (cargo build --release -p review-agent-gateway)" >&2; exit 2; }
 
-exec "$python" bench/mcp.py --bin "$bin" --corpus "$corpus" --peer "$peer/dist/index.js" \
+exec "$python" bench/mcp_bench.py --bin "$bin" --corpus "$corpus" --peer "$peer/dist/index.js" \
   --peer-version "$peer_version" --runs "${RUNS:-50}" --warmup "${WARMUP:-3}" "$@"
