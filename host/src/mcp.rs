@@ -179,8 +179,17 @@ impl ServerHandler for McpTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // A tool the config switches off (the commands, unless `[mcp] commands = true`) is not
+        // listed: an agent should not plan with it. Called anyway, it answers `tool.disabled`
+        // with the key to change.
         let tools = std::iter::once(workspace_open_tool())
-            .chain(self.gateway.tool_registry().tools().filter_map(describe))
+            .chain(
+                self.gateway
+                    .tool_registry()
+                    .tools()
+                    .filter(|tool| self.gateway.tool_enabled(*tool))
+                    .filter_map(describe),
+            )
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -301,7 +301,27 @@ fn process_kill_ends_a_running_command() {
 
 #[test]
 fn commands_are_off_unless_the_config_enables_them() {
+    let listed = |d: &Daemon| -> Vec<String> {
+        let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+        let reply = d.post(&d.in_session(&d.session), &list);
+        reply.rpc()["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let on = Daemon::start(true);
+    assert!(listed(&on).iter().any(|n| n == "process_run"));
+    drop(on);
     let d = Daemon::start(false);
+    // Off: not listed, so an agent does not plan with it.
+    let names = listed(&d);
+    assert!(
+        names.iter().all(|n| !n.starts_with("process_")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n == "file_read"), "{names:?}");
     let ws = d.open(d.rw.path());
     for (tool, arguments) in [
         (

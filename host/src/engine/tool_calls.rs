@@ -42,6 +42,12 @@ impl Gateway {
         &self.inner.tools
     }
 
+    /// Whether this gateway's config lets `tool` run now (MCP lists only those; a call of a
+    /// disabled one answers `tool.disabled` with the config key to change).
+    pub fn tool_enabled(&self, tool: &dyn GatewayTool) -> bool {
+        enabled(tool, &self.config())
+    }
+
     /// Names of the tools this gateway's config lets run, sorted (`capabilities.tools`).
     pub(super) fn enabled_tool_names(&self, config: &Config) -> Vec<String> {
         self.inner
