@@ -70,7 +70,7 @@ impl Default for ProcessLimits {
 
 /// Called on the process's thread with the command's result when it ends, before waiters are
 /// woken (for the audit log).
-pub type OnEnd = Box<dyn FnOnce(&Result<Outcome, GatewayError>) + Send>;
+pub type OnEnd = Box<dyn FnOnce(&Result<Outcome, GatewayError>) -> Vec<String> + Send>;
 
 /// Everything a process needs, owned (a [`Job`] borrows the same values).
 pub struct ProcessSpec {
@@ -106,7 +106,9 @@ pub struct ProcessSpec {
     /// Values dropped when the command has ended (not before): its
     /// [`Scratch`](crate::sandbox::Scratch) directory, a scratch checkout's lock.
     pub hold: Vec<Box<dyn Any + Send>>,
-    /// Called with the result when the command ends.
+    /// Called with the result when the command ends (after everything it started is gone);
+    /// each line it answers is appended to the command's stderr as
+    /// `review-agent-gateway: <line>` (what the gateway did about it, e.g. git files restored).
     pub on_end: Option<OnEnd>,
 }
 
@@ -480,12 +482,17 @@ fn supervise(mut spec: ProcessSpec, cancel: &AtomicBool, live: Arc<LiveOutput>, 
         memory_bytes: spec.memory_bytes,
         max_output: spec.max_output,
         cancel: Some(cancel),
-        live: Some(live),
+        live: Some(Arc::clone(&live)),
     };
     let mut result = spec.sandbox.run(&job, &spec.policy);
     spec.hold.clear();
     if let Some(on_end) = spec.on_end.take() {
-        on_end(&result);
+        for line in on_end(&result) {
+            live.append(
+                Stream::Stderr,
+                format!("review-agent-gateway: {line}\n").as_bytes(),
+            );
+        }
     }
     // Answers read the output from the live buffer: the outcome's copy would double what a
     // finished process keeps.

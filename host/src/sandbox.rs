@@ -654,7 +654,7 @@ impl LiveOutput {
     }
 
     /// Append `bytes` that `stream` wrote, keeping what fits under the cap.
-    fn append(&self, stream: Stream, bytes: &[u8]) {
+    pub(crate) fn append(&self, stream: Stream, bytes: &[u8]) {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let captured = &mut streams[stream as usize];
         let room = self

@@ -18,6 +18,7 @@ mod file_read_diff;
 mod file_search;
 mod file_stat;
 mod git_diff;
+mod git_guard;
 mod git_history;
 mod git_status;
 pub mod patch;

@@ -557,3 +557,42 @@ fn a_closed_2026_request_stream_kills_the_command_of_its_call() {
         "the command outlived its closed request stream (answered before: {answered})"
     );
 }
+
+/// Landlock cannot keep `.git` out of a writable workspace, so a command could plant what git
+/// runs later, outside the sandbox (`core.fsmonitor`, a hook). The gateway puts the protected
+/// git files back when the command ends and says so on its stderr; what a commit changes stays.
+#[test]
+fn a_command_cannot_leave_git_config_or_hooks_changed() {
+    let d = Daemon::start(true);
+    let git = d.rw.path().join("repo/.git");
+    std::fs::create_dir_all(git.join("hooks")).expect("mkdir");
+    std::fs::write(git.join("config"), "[core]\n\tbare = false\n").expect("config");
+    std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+    let ws = d.open(&d.rw.path().join("repo"));
+    let out = d.ok(
+        "process_run",
+        json!({
+            "workspace": ws, "executable": "sh",
+            "args": ["-c", "printf '\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config; \
+                     printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; \
+                     chmod +x .git/hooks/pre-commit; \
+                     echo 'ref: refs/heads/topic' > .git/HEAD; echo done"]
+        }),
+    );
+    assert_eq!(out["exitCode"], 0, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).expect("config"),
+        "[core]\n\tbare = false\n"
+    );
+    assert!(!git.join("hooks/pre-commit").exists(), "the hook stayed");
+    assert_eq!(
+        std::fs::read_to_string(git.join("HEAD")).expect("HEAD"),
+        "ref: refs/heads/topic\n",
+        "a commit's own files are the command's"
+    );
+    let stderr = out["stderr"].as_str().unwrap_or_default();
+    assert!(
+        stderr.contains("review-agent-gateway: restored") && stderr.contains("removed"),
+        "{out}"
+    );
+}

@@ -414,7 +414,7 @@ impl GatewayTool for FileApplyPatch {
                 return Err(super::path::not_found(&rel, "in the workspace"));
             }
             let applied = patch::apply(old.as_deref().unwrap_or_default(), file)
-                .map_err(|e| in_file(&rel, e.into()))?;
+                .map_err(GatewayError::from)?;
             planned.push(Planned {
                 rel,
                 target,
@@ -465,10 +465,4 @@ impl GatewayTool for FileApplyPatch {
             truncated,
         })
     }
-}
-
-/// `error` with the file it happened in at the front of its message.
-fn in_file(rel: &str, mut error: GatewayError) -> GatewayError {
-    error.message = format!("`{rel}`: {}", error.message);
-    error
 }

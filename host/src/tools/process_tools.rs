@@ -214,6 +214,16 @@ impl GatewayTool for ProcessRun {
             network,
         }
         .policy()?;
+        // Landlock cannot keep `.git` out of a writable workspace: what git would run later
+        // (config, hooks) is put back when the command ends (`git_guard`).
+        let on_end: Option<crate::process::OnEnd> = workspace.writable().then(|| {
+            let guard = super::git_guard::GitGuard::capture(&root);
+            Box::new(move |_: &Result<_, _>| {
+                let mut lines = guard.notes.clone();
+                lines.extend(guard.restore());
+                lines
+            }) as crate::process::OnEnd
+        });
         let config = &settings.config;
         let max_output = config.max_output_bytes.max(MIN_OUTPUT_BYTES);
         let status = sandbox.status();
@@ -231,7 +241,7 @@ impl GatewayTool for ProcessRun {
             workspace: Some(workspace.handle().to_owned()),
             redactor: Some(ctx.redactor().clone()),
             hold: vec![Box::new(scratch)],
-            on_end: None,
+            on_end,
         };
         let id = table.start(spec)?;
         let (snapshot, _) = wait_for(table, id.as_str(), 0, 0, wait, ctx.cancel_flag())?;
@@ -381,9 +391,10 @@ fn disabled() -> GatewayError {
     GatewayError::new(
         codes::TOOL_DISABLED,
         "commands are disabled: the user has not allowed MCP clients to run them",
-        "Ask the user to set `[mcp] commands = true` in the gateway's config file \
-         (`review-agent-gateway config path` shows where; `[mcp] command_network = true` also \
-         gives commands the network). A tool cannot change it.",
+        "Ask the user to set `[mcp] commands = true` in the gateway's `config.toml` (in \
+         `~/.config/review-agent-gateway/` on Linux, or `$REVIEW_AGENT_GATEWAY_HOME/config/`; \
+         `[mcp] command_network = true` also gives commands the network). A tool cannot change \
+         it.",
     )
 }
 
@@ -478,7 +489,16 @@ fn program(ctx: &ToolContext, executable: &str, path: &str) -> Result<PathBuf, G
 fn owned_by(table: &ProcessTable, id: &str, handle: &str) -> Result<(), GatewayError> {
     match table.workspace(id)? {
         Some(owner) if owner == handle => Ok(()),
-        _ => Err(crate::process::not_found(id)),
+        // Say nothing of the other workspace's process, but say what to check.
+        _ => {
+            let mut error = crate::process::not_found(id);
+            error.remediation = format!(
+                "Check the handle and the workspace: a `proc_` handle answers only with the \
+                 `workspace` of the process_run that started it. {}",
+                error.remediation
+            );
+            Err(error)
+        }
     }
 }
 
