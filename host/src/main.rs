@@ -1214,6 +1214,14 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
         let kind = wire_name(&run.kind);
         let stage = run.stage.as_ref().map(wire_name);
         let error_code = run.error.as_ref().map(|e| e.code.as_str());
+        // An MCP tool call (kind `tool`) says which tool ran.
+        let tool = run.request["tool"].as_str();
+        let detail = match (error_code, tool) {
+            (Some(code), Some(tool)) => Some(format!("{tool}: {code}")),
+            (Some(code), None) => Some(code.to_owned()),
+            (None, Some(tool)) => Some(tool.to_owned()),
+            (None, None) => stage.clone(),
+        };
         match format {
             ListFormat::Text => out.push_str(&format!(
                 "{:<30} {:<11} {:<6} {:<24} {:>8}  {}\n",
@@ -1222,7 +1230,7 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
                 kind,
                 run.created_at,
                 run.finding_count,
-                error_code.or(stage.as_deref()).unwrap_or("-"),
+                detail.as_deref().unwrap_or("-"),
             )),
             ListFormat::Json => {
                 let target = &run.request["target"];
@@ -1234,6 +1242,7 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
                     "gitlabOrigin": target.get("gitlabOrigin"),
                     "projectPath": target.get("projectPath"),
                     "mergeRequestIid": target.get("mergeRequestIid"),
+                    "tool": tool, "workspace": run.request.get("workspace"),
                 });
                 out.push_str(&format!("{line}\n"));
             }

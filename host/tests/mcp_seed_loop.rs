@@ -398,6 +398,9 @@ fn the_python_sdk_runs_the_seed_loop_in_both_modes() {
             .find(|r| r["runId"] == line["runId"])
             .unwrap_or_else(|| panic!("{line} not in `runs list`: {runs:?}"));
         assert_eq!(run["kind"], "tool", "{run}");
+        // `runs list` says which tool ran, in which workspace.
+        assert_eq!(run["tool"], line["tool"], "{run}");
+        assert_eq!(run["workspace"], line["workspace"], "{run}");
     }
     let patch_run = lines
         .iter()
