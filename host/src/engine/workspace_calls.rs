@@ -92,8 +92,8 @@ impl Gateway {
     ///
     /// # Errors
     /// As [`Workspaces::open`]: `request.invalid` (relative path), `workspace.outside_roots`,
-    /// `workspace.filesystem_root`, `workspace.inside_git_dir`, `workspace.not_found`,
-    /// `workspace.not_a_directory`, `store.unavailable`.
+    /// `workspace.filesystem_root`, `workspace.inside_git_dir`, `workspace.gateway_data`,
+    /// `workspace.not_found`, `workspace.not_a_directory`, `store.unavailable`.
     pub fn open_workspace(&self, path: &str) -> Result<WorkspaceInfo, GatewayError> {
         let workspace = self.workspaces().open(std::path::Path::new(path))?;
         let ctx = ToolContext::for_workspace(workspace.clone())?;
