@@ -66,7 +66,7 @@ pub use daemon_record::{
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    Config, Limits, LoadedConfig, Mapping, McpConfig, McpRoot, NativeMessagingConfig,
+    Config, DelegationConfig, Limits, LoadedConfig, Mapping, McpConfig, McpRoot, NativeMessagingConfig,
     ProviderConfig, ProviderKind, RunCheckCommand, RunCheckConfig, SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
