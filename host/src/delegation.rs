@@ -176,6 +176,9 @@ pub enum MessagePart {
         tool: String,
         /// `pending`, `running`, `completed` or `error`.
         status: String,
+        /// Why it failed (`error` only), cut at [`MAX_TEXT_CHARS`].
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// Anything else (reasoning, step markers, snapshots, patches), by its kind.
     Other {
@@ -363,7 +366,9 @@ pub fn check_server_url(url: &str) -> Result<(), String> {
         ));
     }
     if parsed.path() != "/" || parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(format!("`{url}` must be a bare origin, without a path or query"));
+        return Err(format!(
+            "`{url}` must be a bare origin, without a path or query"
+        ));
     }
     Ok(())
 }
@@ -404,7 +409,11 @@ mod tests {
 
     #[test]
     fn server_urls() {
-        for good in ["http://127.0.0.1:4096", "http://localhost:4096/", "http://[::1]:1"] {
+        for good in [
+            "http://127.0.0.1:4096",
+            "http://localhost:4096/",
+            "http://[::1]:1",
+        ] {
             assert_eq!(check_server_url(good), Ok(()), "{good}");
         }
         for (bad, why) in [
@@ -413,7 +422,7 @@ mod tests {
             ("http://example.com", "loopback"),
             ("http://opencode:pw@127.0.0.1:4096", "credentials"),
             ("http://127.0.0.1:4096/api", "bare origin"),
-            ("127.0.0.1:4096", "http://"),
+            ("127.0.0.1:4096", "not a URL"),
         ] {
             let error = check_server_url(bad).expect_err(bad);
             assert!(error.contains(why), "{bad}: {error}");

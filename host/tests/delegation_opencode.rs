@@ -44,7 +44,10 @@ fn respond(request: &RecordedRequest) -> Reply {
     let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
     if !has_tools {
         // The title request (no tools offered).
-        return OpenAiStream::new().text("Fixture task").end("stop", 5, 2).into();
+        return OpenAiStream::new()
+            .text("Fixture task")
+            .end("stop", 5, 2)
+            .into();
     }
     let text = body["messages"].to_string();
     let file = text
@@ -63,7 +66,12 @@ fn respond(request: &RecordedRequest) -> Reply {
             .end("tool_calls", 10, 5)
             .into()
     };
-    let stop = || -> Reply { OpenAiStream::new().text("All done.").end("stop", 10, 3).into() };
+    let stop = || -> Reply {
+        OpenAiStream::new()
+            .text("All done.")
+            .end("stop", 10, 3)
+            .into()
+    };
     if text.contains("TASK:slow") {
         // A model that takes a minute to answer: aborted long before.
         let mut stream = OpenAiStream::new().delay(Duration::from_millis(300));
@@ -71,6 +79,16 @@ fn respond(request: &RecordedRequest) -> Reply {
             stream = stream.text(&format!("word{i} "));
         }
         return stream.end("stop", 10, 200).into();
+    }
+    if text.contains("TASK:escape") {
+        return match tool_results {
+            0 => call(
+                "call_write",
+                "write",
+                json!({"filePath": file, "content": "written from the sandbox\n"}),
+            ),
+            _ => stop(),
+        };
     }
     match (text.contains("TASK:edit"), tool_results) {
         (_, 0) => call("call_read", "read", json!({"filePath": file})),
@@ -124,10 +142,7 @@ impl Fixture {
             }},
         });
         let mut spec = ServerSpec::new(
-            Sandbox::new(
-                PathBuf::from(common::bin()),
-                SandboxMode::Landlock,
-            ),
+            Sandbox::new(PathBuf::from(common::bin()), SandboxMode::Landlock),
             opencode_binary(),
             state.path().join("delegation/opencode"),
             vec![repo.path().to_owned()],
@@ -148,7 +163,7 @@ impl Fixture {
         Fixture {
             repo,
             _state: state,
-                    fake,
+            fake,
             executor,
             runtime,
         }
@@ -162,23 +177,37 @@ impl Fixture {
         std::fs::canonicalize(self.repo.path().join("README.txt")).expect("readme")
     }
 
-    /// A session in the repository with `task` sent.
+    /// A session in the repository with `task` on `README.txt` sent.
     fn start(&self, task: &str) -> SessionId {
+        self.start_on(task, &self.readme())
+    }
+
+    /// A session in the repository with `task` on `file` sent.
+    fn start_on(&self, task: &str, file: &Path) -> SessionId {
         let session = self
             .block(self.executor.create_session(self.repo.path()))
             .expect("session");
-        let prompt = format!("TASK:{task} FILE:{} please", self.readme().display());
+        let prompt = format!("TASK:{task} FILE:{} please", file.display());
         self.block(self.executor.prompt_async(&session, &prompt))
             .expect("prompt accepted");
         session
     }
 
-    /// Wait (on the event stream) until `done` holds for the status, 30 s at most.
-    fn wait_until(&self, session: &SessionId, what: &str, done: impl Fn(&Status) -> bool) -> Status {
+    /// Wait (on the event stream, half a second at a time: an event between two calls is not
+    /// seen) until `done` holds for the status, 30 s at most.
+    fn wait_until(
+        &self,
+        session: &SessionId,
+        what: &str,
+        done: impl Fn(&Status) -> bool,
+    ) -> Status {
         let until = Instant::now() + Duration::from_secs(30);
         loop {
             let status = self
-                .block(self.executor.wait_change(session, Duration::from_secs(2)))
+                .block(
+                    self.executor
+                        .wait_change(session, Duration::from_millis(500)),
+                )
                 .expect("status");
             if done(&status) {
                 return status;
@@ -242,15 +271,15 @@ fn health_answers_with_the_version_and_refuses_a_wrong_password() {
 
     let server = fixture.executor.server().expect("managed");
     assert!(server.is_healthy());
-    let stranger = OpenCode::connect(&server.url(), "wrong", OpenCodeOptions::default())
-        .expect("client");
+    let stranger =
+        OpenCode::connect(&server.url(), "wrong", OpenCodeOptions::default()).expect("client");
     let error = fixture
         .block(stranger.health())
         .expect_err("wrong password");
     assert_eq!(error.code, codes::DELEGATION_AUTH_FAILED, "{error:?}");
     // Without a password no client is even built.
-    let error = OpenCode::connect(&server.url(), "", OpenCodeOptions::default())
-        .expect_err("no password");
+    let error =
+        OpenCode::connect(&server.url(), "", OpenCodeOptions::default()).expect_err("no password");
     assert_eq!(error.code, codes::DELEGATION_AUTH_FAILED, "{error:?}");
 }
 
@@ -272,12 +301,14 @@ fn a_read_only_task_completes_and_leaves_the_repository_unchanged() {
         .iter()
         .flat_map(|m| &m.parts)
         .filter_map(|p| match p {
-            MessagePart::Tool { tool, status } => Some((tool.as_str(), status.as_str())),
+            MessagePart::Tool { tool, status, .. } => Some((tool.as_str(), status.as_str())),
             _ => None,
         })
         .collect();
     assert_eq!(tools, [("read", "completed")], "{messages:#?}");
-    let diff = fixture.block(fixture.executor.diff(&session)).expect("diff");
+    let diff = fixture
+        .block(fixture.executor.diff(&session))
+        .expect("diff");
     assert!(diff.is_empty(), "{diff:?}");
     // The model saw the file through the read tool.
     assert!(
@@ -296,7 +327,10 @@ fn an_approved_edit_changes_the_file_and_shows_in_the_diff() {
     let session = fixture.start("edit");
     let request = fixture.pending(&session);
     // Not changed while the permission is pending.
-    assert_eq!(std::fs::read_to_string(fixture.readme()).expect("read"), README);
+    assert_eq!(
+        std::fs::read_to_string(fixture.readme()).expect("read"),
+        README
+    );
     fixture
         .block(
             fixture
@@ -310,11 +344,19 @@ fn an_approved_edit_changes_the_file_and_shows_in_the_diff() {
         std::fs::read_to_string(fixture.readme()).expect("read"),
         README.replace("hello", "goodbye")
     );
-    let diff = fixture.block(fixture.executor.diff(&session)).expect("diff");
+    let diff = fixture
+        .block(fixture.executor.diff(&session))
+        .expect("diff");
     assert_eq!(diff.len(), 1, "{diff:?}");
     assert!(diff[0].file.ends_with("README.txt"), "{diff:?}");
-    assert!(diff[0].patch.contains("+goodbye from the fixture"), "{diff:?}");
-    assert!(diff[0].patch.contains("-hello from the fixture"), "{diff:?}");
+    assert!(
+        diff[0].patch.contains("+goodbye from the fixture"),
+        "{diff:?}"
+    );
+    assert!(
+        diff[0].patch.contains("-hello from the fixture"),
+        "{diff:?}"
+    );
     // Answered once: a second reply to the same id is refused before reaching OpenCode.
     let error = fixture
         .block(
@@ -340,10 +382,27 @@ fn a_rejected_edit_leaves_the_file_unchanged() {
         )
         .expect("reject");
     let status = fixture.wait_until(&session, "the end of the turn", idle);
-    assert!(!status.completed || status.finish.as_deref() == Some("stop"), "{status:?}");
     assert_eq!(status.pending_permissions, 0);
+    // The edit tool call failed with the refusal.
+    let messages = fixture
+        .block(fixture.executor.messages(&session, Page::default()))
+        .expect("messages");
+    let edits: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            MessagePart::Tool { tool, status, .. } if tool == "edit" => Some(status.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(edits, ["error"], "{messages:#?}");
+    // OpenCode ends the turn on a refusal: idle, but the task is not completed.
+    assert!(!status.completed, "{status:?}");
+    assert_eq!(status.finish.as_deref(), Some("tool-calls"), "{status:?}");
     assert_eq!(fixture.tree(), before, "the repository changed");
-    let diff = fixture.block(fixture.executor.diff(&session)).expect("diff");
+    let diff = fixture
+        .block(fixture.executor.diff(&session))
+        .expect("diff");
     assert!(diff.is_empty(), "{diff:?}");
 }
 
@@ -358,7 +417,11 @@ fn unknown_foreign_and_always_replies_are_refused() {
             .expect_err("refused")
     };
     // An id OpenCode would answer 200 to.
-    let error = reply(&session, "per_0000000000000000000000", PermissionReply::Once);
+    let error = reply(
+        &session,
+        "per_0000000000000000000000",
+        PermissionReply::Once,
+    );
     assert_eq!(error.code, codes::DELEGATION_PERMISSION_NOT_PENDING);
     // The right id through another session.
     let other = fixture
@@ -371,14 +434,21 @@ fn unknown_foreign_and_always_replies_are_refused() {
     assert_eq!(error.code, codes::DELEGATION_ALWAYS_NOT_ALLOWED);
     assert!(error.remediation.contains("allow_always"), "{error:?}");
     // An unknown session.
-    let error = reply(&SessionId::new("ses_unknown"), &request, PermissionReply::Once);
+    let error = reply(
+        &SessionId::new("ses_unknown"),
+        &request,
+        PermissionReply::Once,
+    );
     assert_eq!(error.code, codes::DELEGATION_SESSION_NOT_FOUND);
     // Still pending, the file untouched.
     let pending = fixture
         .block(fixture.executor.pending_permissions(&session))
         .expect("pending");
     assert_eq!(pending.len(), 1);
-    assert_eq!(std::fs::read_to_string(fixture.readme()).expect("read"), README);
+    assert_eq!(
+        std::fs::read_to_string(fixture.readme()).expect("read"),
+        README
+    );
     fixture
         .block(fixture.executor.abort(&session))
         .expect("abort");
@@ -392,7 +462,8 @@ fn abort_stops_a_task_mid_answer() {
     // The model is streaming its slow answer.
     let until = Instant::now() + Duration::from_secs(20);
     while !fixture.fake.requests().iter().any(|r| {
-        String::from_utf8_lossy(&r.body).contains("TASK:slow") && r.body.windows(6).any(|w| w == b"\"tools")
+        String::from_utf8_lossy(&r.body).contains("TASK:slow")
+            && r.body.windows(6).any(|w| w == b"\"tools")
     }) {
         assert!(Instant::now() < until, "the model was never asked");
         std::thread::sleep(Duration::from_millis(100));
@@ -409,4 +480,116 @@ fn abort_stops_a_task_mid_answer() {
         status.error.as_deref().is_some_and(|e| e.contains("Abort")),
         "{status:?}"
     );
+}
+
+/// The pids of processes whose command line holds `--port <port>` (the server's).
+fn server_pids(port: u16) -> Vec<i32> {
+    let needle = format!("--port\0{port}\0");
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_dead_server_is_restarted_and_a_dropped_one_stopped() {
+    let fixture = Fixture::new();
+    let server = fixture.executor.server().expect("managed");
+    let port = server.port();
+    let session = fixture
+        .block(fixture.executor.create_session(fixture.repo.path()))
+        .expect("session");
+    let pids = server_pids(port);
+    assert!(!pids.is_empty(), "no process serves port {port}");
+    for pid in &pids {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while server.restarts() == 0 {
+        assert!(Instant::now() < until, "not restarted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(server.is_healthy());
+    assert_eq!(server.port(), port, "the port changed");
+    assert!(!server_pids(port).iter().any(|p| pids.contains(p)));
+    // Sessions are on disk: the restarted server still knows this one.
+    let status = fixture
+        .block(fixture.executor.status(&session))
+        .expect("status after the restart");
+    assert_eq!(status.state, SessionState::Idle);
+    assert!(!status.completed);
+
+    drop(fixture);
+    assert!(
+        server_pids(port).is_empty(),
+        "the server outlived its owner"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "port {port} still answers"
+    );
+}
+
+/// The kernel, not only the permission prompts, confines the agent: even with every
+/// permission approved, a write outside its workspace fails.
+#[test]
+fn an_approved_write_outside_the_workspace_is_stopped_by_the_sandbox() {
+    let fixture = Fixture::new();
+    let outside = tempfile::tempdir().expect("outside");
+    let target = std::fs::canonicalize(outside.path())
+        .expect("canonical")
+        .join("escaped.txt");
+    let session = fixture.start_on("escape", &target);
+    let mut approved = Vec::new();
+    let status = loop {
+        let status = fixture.wait_until(&session, "a permission or the end", |s| {
+            s.pending_permissions > 0 || idle(s)
+        });
+        if status.pending_permissions == 0 {
+            break status;
+        }
+        for request in fixture
+            .block(fixture.executor.pending_permissions(&session))
+            .expect("pending")
+        {
+            fixture
+                .block(fixture.executor.reply_permission(
+                    &session,
+                    &request.id,
+                    PermissionReply::Once,
+                ))
+                .expect("approve");
+            approved.push(request.permission);
+        }
+    };
+    assert!(!approved.is_empty(), "nothing was asked: {status:?}");
+    assert!(!target.exists(), "the agent wrote outside its workspace");
+    let messages = fixture
+        .block(fixture.executor.messages(&session, Page::default()))
+        .expect("messages");
+    let writes: Vec<(&str, &str)> = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            MessagePart::Tool {
+                tool,
+                status,
+                error,
+            } if tool == "write" => Some((status.as_str(), error.as_deref().unwrap_or(""))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 1, "{messages:#?}");
+    assert_eq!(writes[0].0, "error", "{messages:#?}");
+    // The kernel's EACCES, after OpenCode's own prompts (`external_directory`, `edit`) said yes.
+    assert!(writes[0].1.contains("PermissionDenied"), "{writes:?}");
+    assert!(approved.iter().any(|p| p == "edit"), "{approved:?}");
 }

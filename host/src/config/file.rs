@@ -271,10 +271,7 @@ impl DelegationConfig {
                             .to_owned(),
                     ));
                 };
-                if name.is_empty()
-                    || !name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
                 {
                     return Err((
                         vec![key("opencode_password_env")],

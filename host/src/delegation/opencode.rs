@@ -13,7 +13,9 @@
 //!   session id it did not create is `delegation.session_not_found`.
 //! - Completion is read from `GET /session/status` and `GET /session/:id/message`: the event
 //!   stream (`GET /event`) is best effort, so [`Executor::wait_change`] only sleeps on it and
-//!   then reads the status afresh.
+//!   then reads the status afresh. Each call subscribes anew: an event between two calls is
+//!   not seen and the call sleeps its whole `max_wait` — keep it short (a second) when
+//!   latency matters.
 //! - Permission replies are checked against `GET /permission` first (OpenCode answers 200 to
 //!   any id), and `always` is refused unless [`OpenCodeOptions::allow_always`].
 //!
@@ -60,8 +62,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{
-    ExecFuture, Executor, FileDiff, Health, MAX_PAGE, Message, MessagePart, Page,
-    PermissionReply, PermissionRequest, Role, SessionId, SessionState, Status, cap_text,
+    ExecFuture, Executor, FileDiff, Health, MAX_PAGE, Message, MessagePart, Page, PermissionReply,
+    PermissionRequest, Role, SessionId, SessionState, Status, cap_text,
 };
 use crate::error::{GatewayError, codes};
 use crate::process::{ProcessId, ProcessSpec, ProcessTable};
@@ -77,6 +79,9 @@ const RESTART_START: Duration = Duration::from_millis(500);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 /// A server that lived this long restarts after [`RESTART_START`] again.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// How long after a prompt (or after the agent's message was opened) an idle session whose
+/// turn has not started (or whose message is still open) counts as busy, in milliseconds.
+const START_GRACE_MS: u64 = 10_000;
 /// Bytes of the server's stdout and stderr kept (its first ones, for start failures).
 const SERVER_LOG_BYTES: usize = 256 * 1024;
 
@@ -228,7 +233,12 @@ impl OpenCode {
             .ok_or_else(|| session_not_found(session))
     }
 
-    fn request(&self, method: Method, path: &str, query: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> reqwest::RequestBuilder {
         self.http
             .request(method, self.url(path, query))
             .basic_auth(USER, Some(&self.password))
@@ -338,7 +348,11 @@ impl OpenCode {
     ) -> Result<Vec<PermissionRequest>, GatewayError> {
         let value = self
             .send(
-                self.request(Method::GET, "/permission", &[("directory", &info.directory)]),
+                self.request(
+                    Method::GET,
+                    "/permission",
+                    &[("directory", &info.directory)],
+                ),
                 "list permissions",
                 None,
             )
@@ -414,15 +428,19 @@ impl OpenCode {
             .iter()
             .filter(current)
             .any(|m| m.role == Role::User);
-        // `prompt_async` answers before the prompt is recorded and the session turns busy:
-        // that gap is not idleness.
-        if state == SessionState::Idle
-            && info.prompted_ms.is_some()
-            && !prompt_recorded
+        // The status map and the message list are read at different instants and OpenCode
+        // updates them separately: `prompt_async` answers before the turn starts, and an
+        // assistant message may still be open while the map already says idle. Neither gap
+        // is idleness — for a grace period (a crashed turn never completes its message).
+        let now = now_ms();
+        let starting = last_assistant.is_none()
             && info
                 .prompted_ms
-                .is_some_and(|ms| now_ms().saturating_sub(ms) < 10_000)
-        {
+                .is_some_and(|ms| now.saturating_sub(ms) < START_GRACE_MS);
+        let open = last_assistant.is_some_and(|m| {
+            m.completed_ms.is_none() && now.saturating_sub(m.created_ms) < START_GRACE_MS
+        });
+        if state == SessionState::Idle && (starting || open) {
             state = SessionState::Busy;
         }
         let finish = last_assistant.and_then(|m| m.finish.clone());
@@ -463,7 +481,8 @@ impl OpenCode {
             while let Some(Ok(event)) = events.next().await {
                 // Any event naming the session: a message or part update, a status change, a
                 // permission request, `session.idle`.
-                if event.data.len() <= self.options.max_body && event.data.contains(session.as_str())
+                if event.data.len() <= self.options.max_body
+                    && event.data.contains(session.as_str())
                 {
                     return;
                 }
@@ -541,13 +560,16 @@ impl Executor for OpenCode {
                 .as_str()
                 .filter(|id| !id.is_empty())
                 .ok_or_else(|| protocol("create a session", "no session id".to_owned()))?;
-            self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                id.to_owned(),
-                SessionInfo {
-                    directory: directory.to_owned(),
-                    prompted_ms: None,
-                },
-            );
+            self.sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    id.to_owned(),
+                    SessionInfo {
+                        directory: directory.to_owned(),
+                        prompted_ms: None,
+                    },
+                );
             Ok(SessionId::new(id))
         })
     }
@@ -732,6 +754,7 @@ fn message(item: &Value) -> Option<Message> {
                     "tool" => MessagePart::Tool {
                         tool: p["tool"].as_str().unwrap_or_default().to_owned(),
                         status: p["state"]["status"].as_str().unwrap_or_default().to_owned(),
+                        error: p["state"]["error"].as_str().map(|e| cap_text(e).0),
                     },
                     kind => MessagePart::Other {
                         kind: kind.to_owned(),
@@ -926,7 +949,10 @@ impl OpenCodeServer {
             .iter()
             .map(|w| {
                 std::fs::canonicalize(w).map_err(|e| {
-                    start_failed(format!("the workspace {} cannot be opened: {e}", w.display()))
+                    start_failed(format!(
+                        "the workspace {} cannot be opened: {e}",
+                        w.display()
+                    ))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -1038,7 +1064,11 @@ impl OpenCodeServer {
 
     /// Whether the server answers `/global/health` now (a blocking check, 2 s at most).
     pub fn is_healthy(&self) -> bool {
-        health_check(self.shared.port, &self.shared.password, Duration::from_secs(2))
+        health_check(
+            self.shared.port,
+            &self.shared.password,
+            Duration::from_secs(2),
+        )
     }
 
     /// Stop supervising and kill the server with everything it started; waits up to
@@ -1046,7 +1076,11 @@ impl OpenCodeServer {
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         {
-            let _guard = self.shared.stop_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let _guard = self
+                .shared
+                .stop_lock
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             self.shared.stop_signal.notify_all();
         }
         if let Some(thread) = self.supervisor.take() {
@@ -1097,7 +1131,9 @@ impl Shared {
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
                 return Ok(());
             }
-            let snapshot = self.table.output(id.as_str(), 0, 0, Duration::from_millis(200));
+            let snapshot = self
+                .table
+                .output(id.as_str(), 0, 0, Duration::from_millis(200));
             let ended = match &snapshot {
                 Ok(s) => !s.running,
                 Err(_) => true,
@@ -1222,8 +1258,7 @@ fn health_check(port: u16, password: &str, timeout: Duration) -> bool {
 
 /// Standard base64 with padding (RFC 4648 §4).
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = (u32::from(chunk[0]) << 16)
