@@ -259,8 +259,9 @@ pub trait Executor: Send + Sync {
     /// A new session working in `dir` (an absolute, existing directory the backend serves).
     ///
     /// # Errors
-    /// `workspace.outside_roots` when the backend was not set up to write there; the
-    /// transport errors of [`Executor::health`].
+    /// `workspace.not_found` / `workspace.not_a_directory` for a path that is not an existing
+    /// directory; `workspace.outside_roots` when the backend was not set up to write there;
+    /// the transport errors of [`Executor::health`].
     fn create_session<'a>(&'a self, dir: &'a Path) -> ExecFuture<'a, SessionId>;
 
     /// Send `text` as the next prompt of `session` and return once the backend accepted it,

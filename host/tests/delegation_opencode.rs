@@ -1,5 +1,6 @@
-//! Issue 15 part 1: the OpenCode executor against a REAL `opencode serve` (the `opencode-ai`
-//! devDependency of extension-bridge, installed by `npm ci` in `.ci/run`), started and
+//! Issue 15 part 1: the OpenCode executor against a REAL `opencode serve` (OpenCode 1.18.33's
+//! x86_64 Linux binary, the optional dependency `opencode-linux-x64` of extension-bridge,
+//! installed by `npm ci` in `.ci/run`; `rg` on PATH), started and
 //! supervised by [`OpenCodeServer`] in the real sandbox (the gateway's binary as the helper,
 //! Landlock), driven by a scripted fake OpenAI-compatible model
 //! (`common::fake_provider` with a responder): the model reads `README.txt` with OpenCode's
@@ -24,10 +25,12 @@ use serde_json::{Value, json};
 
 const README: &str = "hello from the fixture\nsecond line\n";
 
-/// The `opencode` of extension-bridge's node_modules.
+/// The `opencode` of extension-bridge's node_modules: the platform package
+/// `opencode-linux-x64` itself (the `opencode-ai` wrapper cannot be locked for `npm ci` where
+/// the registry lacks its other platforms' packages; see `.ci/run`).
 fn opencode_binary() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../extension-bridge/node_modules/.bin/opencode");
+        .join("../extension-bridge/node_modules/opencode-linux-x64/bin/opencode");
     assert!(
         path.exists(),
         "{} is missing: run `npm ci` in extension-bridge (as .ci/run does)",

@@ -16,6 +16,9 @@
 //!   then reads the status afresh. Each call subscribes anew: an event between two calls is
 //!   not seen and the call sleeps its whole `max_wait` — keep it short (a second) when
 //!   latency matters.
+//! - The diff is OpenCode's `GET /session/:id/diff` from its snapshot at the session's first
+//!   prompt (the oldest user message among the newest [`MAX_PAGE`] messages): what the agent
+//!   changed since, not the directory's diff against git's `HEAD`.
 //! - Permission replies are checked against `GET /permission` first (OpenCode answers 200 to
 //!   any id), and `always` is refused unless [`OpenCodeOptions::allow_always`].
 //!
@@ -716,11 +719,17 @@ impl Executor for OpenCode {
                 .await;
             match answer {
                 Ok(_) => Ok(()),
-                // Answered by someone else between the check and the reply.
-                Err(e) if e.code == codes::DELEGATION_PROTOCOL_ERROR => {
-                    Err(super::permission_not_pending(session, request_id))
+                Err(e) => {
+                    // Answered by someone else between the check and the reply (OpenCode then
+                    // answers 404): say so; any other failure as it is.
+                    let still = self.permissions(session, &info).await;
+                    match still {
+                        Ok(pending) if !pending.iter().any(|p| p.id == request_id) => {
+                            Err(super::permission_not_pending(session, request_id))
+                        }
+                        _ => Err(e),
+                    }
                 }
-                Err(e) => Err(e),
             }
         })
     }
