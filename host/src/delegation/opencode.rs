@@ -27,7 +27,8 @@
 //! `opencode serve --hostname 127.0.0.1 --port <free port>` with a random 256-bit password in
 //! `OPENCODE_SERVER_PASSWORD`, its XDG data, config, cache and state directories and its `HOME`
 //! under its own state directory (so it reads none of the user's OpenCode configuration or
-//! credentials), run through [`ProcessTable`] and so through [`Sandbox::run`] — the same helper,
+//! credentials) and never the repository's own `opencode.json` ([`FIXED_ENV`]), run through
+//! [`ProcessTable`] and so through [`Sandbox::run`] — the same helper,
 //! environment scrubbing and killing of the whole process tree as every other command:
 //!
 //! - **Writable**: the workspaces it serves ([`ServerSpec::workspaces`], fixed at start: a
@@ -82,6 +83,13 @@ const RESTART_START: Duration = Duration::from_millis(500);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 /// A server that lived this long restarts after [`RESTART_START`] again.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// Environment of every server the gateway starts that [`ServerSpec::env`] cannot change:
+/// no `opencode.json` from the repository (a task's repository could otherwise set its own
+/// permissions to `allow` and skip every prompt) and no sharing of sessions to opencode.ai.
+pub const FIXED_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_PROJECT_CONFIG", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+];
 /// How long after a prompt (or after the agent's message was opened) an idle session whose
 /// turn has not started (or whose message is still open) counts as busy, in milliseconds.
 const START_GRACE_MS: u64 = 10_000;
@@ -862,8 +870,9 @@ pub struct ServerSpec {
     /// Directories that must stay unreadable to it (the gateway's config and state dirs;
     /// its own `state_dir` is granted even when inside one).
     pub private: Vec<PathBuf>,
-    /// More environment variables for it (`OPENCODE_CONFIG_CONTENT` with the model to use,
-    /// a provider's key).
+    /// More environment variables for it (`OPENCODE_CONFIG_CONTENT` with the model and the
+    /// permission rules, a provider's key); they replace the defaults of the same name, except
+    /// the password and [`FIXED_ENV`].
     pub env: Vec<(String, String)>,
     /// How long to wait for `/global/health` at start. Default in [`ServerSpec::new`]: 60 s.
     pub start_timeout: Duration,
@@ -983,9 +992,15 @@ impl OpenCodeServer {
             ("OPENCODE_DISABLE_AUTOUPDATE".to_owned(), "1".to_owned()),
             (PASSWORD_ENV.to_owned(), password.clone()),
         ];
+        env.extend(
+            FIXED_ENV
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let fixed = |name: &str| name == PASSWORD_ENV || FIXED_ENV.iter().any(|(k, _)| *k == name);
         for (name, value) in &spec.env {
-            env.retain(|(n, _)| n != name || name == PASSWORD_ENV);
-            if name != PASSWORD_ENV {
+            if !fixed(name) {
+                env.retain(|(n, _)| n != name);
                 env.push((name.clone(), value.clone()));
             }
         }
