@@ -44,6 +44,10 @@
 //!
 //! [mcp]                        # directories MCP clients may open (none: only the mappings, read-only)
 //! roots = [{ path = "/home/me/src" }, { path = "/home/me/scratch", writable = true }]
+//!
+//! [delegation]                 # hand whole tasks to OpenCode (issue 15); off by default
+//! enabled = true
+//! allow_always = false         # `always` permission replies refused (default)
 //! ```
 //!
 //! Origins (`allowed_origins`, `gitlab_origin`) are `http(s)://host[:port]` with no path or
@@ -66,8 +70,9 @@ pub use daemon_record::{
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    Config, Limits, LoadedConfig, Mapping, McpConfig, McpRoot, NativeMessagingConfig,
-    ProviderConfig, ProviderKind, RunCheckCommand, RunCheckConfig, SandboxConfig, ToolsConfig,
+    Config, DelegationConfig, Limits, LoadedConfig, Mapping, McpConfig, McpRoot,
+    NativeMessagingConfig, ProviderConfig, ProviderKind, RunCheckCommand, RunCheckConfig,
+    SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

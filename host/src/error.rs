@@ -182,6 +182,27 @@ pub mod codes {
     /// As many processes as allowed at once (8) are running already; retryable once one ends
     /// or is killed (HTTP 429, issue 14 §3).
     pub const PROCESS_TOO_MANY: &str = "process.too_many";
+    /// Delegation to a coding agent is switched off (`[delegation] enabled = false`, the
+    /// default) (issue 15).
+    pub const DELEGATION_DISABLED: &str = "delegation.disabled";
+    /// The agent's server cannot be reached, is starting or restarting, timed out, or answered
+    /// 5xx; retryable (issue 15).
+    pub const DELEGATION_UNAVAILABLE: &str = "delegation.unavailable";
+    /// The agent's server refused our password (401/403), or a configured server has none.
+    pub const DELEGATION_AUTH_FAILED: &str = "delegation.auth_failed";
+    /// No session with this id on the agent's server (never created, or lost on a restart).
+    pub const DELEGATION_SESSION_NOT_FOUND: &str = "delegation.session_not_found";
+    /// The permission request is not pending for that session (answered already, another
+    /// session's, or unknown): refused before replying, because OpenCode answers 200 to any id.
+    pub const DELEGATION_PERMISSION_NOT_PENDING: &str = "delegation.permission_not_pending";
+    /// An `always` reply while the config does not allow it (`[delegation] allow_always`).
+    pub const DELEGATION_ALWAYS_NOT_ALLOWED: &str = "delegation.always_not_allowed";
+    /// The agent's server answered something that is not its API (bad JSON, an unexpected
+    /// status, an answer over the size cap).
+    pub const DELEGATION_PROTOCOL_ERROR: &str = "delegation.protocol_error";
+    /// The agent's server could not be started (binary not found, no free port, it exited
+    /// before it was healthy).
+    pub const DELEGATION_START_FAILED: &str = "delegation.start_failed";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

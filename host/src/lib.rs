@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod config;
 pub mod conversation;
+pub mod delegation;
 pub mod engine;
 pub mod error;
 pub mod globs;

@@ -636,3 +636,63 @@ fn mcp_commands_are_opt_in() {
     );
     check_invalid("[mcp]\ncommands = \"yes\"\n", Some("mcp.commands"), 2, "");
 }
+
+/// `[delegation]` (issue 15): off by default, `always` refused by default, the server started
+/// by the gateway and sandboxed by default; a configured server must be a loopback origin and
+/// come with the variable holding its password.
+#[test]
+fn delegation_is_opt_in_and_a_configured_server_needs_a_password() {
+    let config = Config::default();
+    let delegation = &config.delegation;
+    assert!(!delegation.enabled && !delegation.allow_always && delegation.sandbox);
+    assert_eq!(delegation.opencode_binary, std::path::Path::new("opencode"));
+    assert_eq!(delegation.opencode_url, None);
+
+    let config = parse(
+        "[delegation]\nenabled = true\nopencode_url = \"http://127.0.0.1:4096\"\n\
+         opencode_password_env = \"OPENCODE_SERVER_PASSWORD\"\nallow_always = true\n",
+    )
+    .expect("valid");
+    assert!(config.delegation.enabled && config.delegation.allow_always);
+    assert_eq!(
+        config.delegation.opencode_password_env.as_deref(),
+        Some("OPENCODE_SERVER_PASSWORD")
+    );
+
+    check_invalid(
+        "[delegation]\nopencode_url = \"http://127.0.0.1:4096\"\n",
+        Some("delegation.opencode_url"),
+        2,
+        "needs a password",
+    );
+    check_invalid(
+        "[delegation]\nopencode_url = \"http://192.0.2.1:4096\"\nopencode_password_env = \"P\"\n",
+        Some("delegation.opencode_url"),
+        2,
+        "not a loopback address",
+    );
+    check_invalid(
+        "[delegation]\nopencode_password_env = \"P\"\n",
+        Some("delegation.opencode_password_env"),
+        2,
+        "without `opencode_url`",
+    );
+    check_invalid(
+        "[delegation]\nopencode_url = \"http://localhost:4096\"\nopencode_password_env = \"a-b\"\n",
+        Some("delegation.opencode_password_env"),
+        3,
+        "not an environment variable name",
+    );
+    check_invalid(
+        "[delegation]\nopencode_binary = \"bin/opencode\"\n",
+        Some("delegation.opencode_binary"),
+        2,
+        "relative path",
+    );
+    check_invalid(
+        "[delegation]\nauto_approve = true\n",
+        Some("delegation.auto_approve"),
+        2,
+        "unknown field",
+    );
+}

@@ -48,6 +48,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// What MCP clients may reach (`[mcp]`, DESIGN §12).
     pub mcp: McpConfig,
+    /// Delegating tasks to a local coding agent (`[delegation]`, issue 15).
+    pub delegation: DelegationConfig,
 }
 
 impl Default for Config {
@@ -66,6 +68,7 @@ impl Default for Config {
             native_messaging: NativeMessagingConfig::default(),
             sandbox: SandboxConfig::default(),
             mcp: McpConfig::default(),
+            delegation: DelegationConfig::default(),
         }
     }
 }
@@ -194,6 +197,113 @@ impl SandboxConfig {
                     format!("`{}` is not an absolute path", path.display()),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+/// `[delegation]`: handing whole tasks to a local coding agent, OpenCode (issue 15; see
+/// [`crate::delegation`]). Off by default: without it no agent is started or contacted.
+///
+/// ```toml
+/// [delegation]
+/// enabled = true
+/// opencode_binary = "opencode"          # default: `opencode` on PATH; the gateway starts it
+/// allow_always = false                  # default: `always` permission replies are refused
+/// sandbox = true                        # default: the server runs confined (see below)
+/// # or connect to a server you run yourself (it must have a password):
+/// # opencode_url = "http://127.0.0.1:4096"
+/// # opencode_password_env = "OPENCODE_SERVER_PASSWORD"
+/// ```
+///
+/// Checked at load: `opencode_url` must be an `http://` URL of a loopback host and comes with
+/// `opencode_password_env` (an unauthenticated OpenCode server lets any web page drive it,
+/// CVE-2026-22812), and `opencode_password_env` without `opencode_url` is refused as pointless.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelegationConfig {
+    /// Whether delegation is available at all. Default `false`.
+    pub enabled: bool,
+    /// A running OpenCode server to use instead of starting one (loopback `http://` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opencode_url: Option<String>,
+    /// The environment variable holding that server's password (required with
+    /// `opencode_url`; the password itself never goes in the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opencode_password_env: Option<String>,
+    /// The program the gateway starts (`opencode serve`): a name looked up on `PATH` or an
+    /// absolute path. Default `opencode`.
+    pub opencode_binary: PathBuf,
+    /// Whether a permission request may be answered `always` (OpenCode then approves later
+    /// matching requests by itself). Default `false`.
+    pub allow_always: bool,
+    /// Whether the server the gateway starts runs in the sandbox (DESIGN §13): writable only
+    /// the task's workspace and the server's own state directory. Default `true`; `false` is
+    /// the explicit opt-out where the kernel cannot confine it.
+    pub sandbox: bool,
+}
+
+impl Default for DelegationConfig {
+    fn default() -> Self {
+        DelegationConfig {
+            enabled: false,
+            opencode_url: None,
+            opencode_password_env: None,
+            opencode_binary: PathBuf::from("opencode"),
+            allow_always: false,
+            sandbox: true,
+        }
+    }
+}
+
+impl DelegationConfig {
+    fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        match (&self.opencode_url, &self.opencode_password_env) {
+            (Some(url), password) => {
+                crate::delegation::check_server_url(url)
+                    .map_err(|m| (vec![key("opencode_url")], m))?;
+                let Some(name) = password else {
+                    return Err((
+                        vec![key("opencode_url")],
+                        "a configured OpenCode server needs a password: set \
+                         `opencode_password_env` to the variable that holds it (a server \
+                         without one lets any web page drive it)"
+                            .to_owned(),
+                    ));
+                };
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
+                    return Err((
+                        vec![key("opencode_password_env")],
+                        format!("`{name}` is not an environment variable name (A-Z, 0-9, _)"),
+                    ));
+                }
+            }
+            (None, Some(_)) => {
+                return Err((
+                    vec![key("opencode_password_env")],
+                    "`opencode_password_env` without `opencode_url` has no effect (the server \
+                     the gateway starts gets a random password); set `opencode_url` too, or \
+                     remove it"
+                        .to_owned(),
+                ));
+            }
+            (None, None) => {}
+        }
+        if self.opencode_binary.as_os_str().is_empty() {
+            return Err((
+                vec![key("opencode_binary")],
+                "give a program name or an absolute path".to_owned(),
+            ));
+        }
+        if self.opencode_binary.components().count() > 1 && !self.opencode_binary.is_absolute() {
+            return Err((
+                vec![key("opencode_binary")],
+                format!(
+                    "`{}` is a relative path; give a name looked up on PATH or an absolute path",
+                    self.opencode_binary.display()
+                ),
+            ));
         }
         Ok(())
     }
@@ -790,6 +900,11 @@ impl Config {
         }
         if let Err((segs, message)) = self.mcp.check() {
             let mut path = vec![key("mcp")];
+            path.extend(segs);
+            return Err((path, message));
+        }
+        if let Err((segs, message)) = self.delegation.check() {
+            let mut path = vec![key("delegation")];
             path.extend(segs);
             return Err((path, message));
         }

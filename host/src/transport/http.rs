@@ -801,6 +801,17 @@ pub fn status_for(code: &str) -> StatusCode {
         | codes::EDIT_COUNT_MISMATCH => StatusCode::CONFLICT,
         // Wait for a running process to end, or kill one (issue 14 §3).
         codes::PROCESS_TOO_MANY => StatusCode::TOO_MANY_REQUESTS,
+        // Delegation (issue 15): what the caller asked of the agent does not fit its state.
+        codes::DELEGATION_PERMISSION_NOT_PENDING => StatusCode::CONFLICT,
+        codes::DELEGATION_SESSION_NOT_FOUND => StatusCode::NOT_FOUND,
+        codes::DELEGATION_DISABLED | codes::DELEGATION_ALWAYS_NOT_ALLOWED => StatusCode::FORBIDDEN,
+        // The agent's server is down, starting, refusing us, or not speaking its API.
+        codes::DELEGATION_UNAVAILABLE | codes::DELEGATION_START_FAILED => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        codes::DELEGATION_AUTH_FAILED | codes::DELEGATION_PROTOCOL_ERROR => {
+            StatusCode::BAD_GATEWAY
+        }
         // The provider cannot be used as configured (no such id or model, no usable key).
         codes::PROVIDER_NOT_CONFIGURED
         | codes::SECRETS_FILE_INSECURE

@@ -19,6 +19,8 @@
 //! Rules of the script:
 //! - Every request except a models listing (`GET /models`, `GET /v1/models`) takes the next
 //!   reply, in arrival order. A request with none left gets a 400 saying so (not retried).
+//! - A request with no reply left goes to the responder when one is set
+//!   ([`FakeProvider::set_responder`]).
 //! - Models listings answer 200 with one model, or what [`FakeProvider::set_models`] says.
 //! - Streams go out with `Transfer-Encoding: chunked`, one HTTP chunk per SSE event (or per
 //!   [`OpenAiStream::split_writes`] bytes). `drop_after(n)` closes the socket after `n` events
@@ -71,10 +73,14 @@ struct Shared {
 #[derive(Default)]
 struct State {
     script: VecDeque<Step>,
+    responder: Option<Responder>,
     models: Option<Reply>,
     requests: Vec<RecordedRequest>,
     outcomes: Vec<Outcome>,
 }
+
+/// Answers every request the script has no reply for ([`FakeProvider::set_responder`]).
+type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
 
 enum Step {
     Reply(Reply),
@@ -195,6 +201,18 @@ impl FakeProvider {
     pub fn push_with(&self, build: impl FnOnce(&RecordedRequest) -> Reply + Send + 'static) {
         self.shared
             .update(|state| state.script.push_back(Step::With(Box::new(build))));
+    }
+
+    /// Answer every request the script has no reply left for with `respond` (called on the
+    /// server thread, outside the lock): a model driven by what it is asked rather than by
+    /// arrival order, for clients that send requests of their own (an agent's title request)
+    /// at unpredictable times.
+    pub fn set_responder(
+        &self,
+        respond: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        let respond: Responder = Arc::new(respond);
+        self.shared.update(|state| state.responder = Some(respond));
     }
 
     /// What models listings answer from now on (default: 200 with [`FAKE_MODEL`]).
@@ -870,7 +888,7 @@ async fn serve(shared: Arc<Shared>, socket: TcpStream, connection: u64) {
 
 /// Record `request` and find its reply.
 fn take_reply(shared: &Shared, mut request: RecordedRequest, connection: u64) -> (usize, Reply) {
-    let (index, step) = shared.update(|state| {
+    let (index, step, responder) = shared.update(|state| {
         let index = state.requests.len();
         request.index = index;
         request.connection = connection;
@@ -883,12 +901,13 @@ fn take_reply(shared: &Shared, mut request: RecordedRequest, connection: u64) ->
         };
         state.requests.push(request.clone());
         state.outcomes.push(Outcome::Pending);
-        (index, step)
+        (index, step, state.responder.clone())
     });
     let reply = match step {
         Some(Step::Reply(reply)) => reply,
         // Called outside the lock: a panicking closure only closes this connection.
         Some(Step::With(build)) => build(&request),
+        None if responder.is_some() => responder.expect("checked")(&request),
         None => Reply::openai_error(
             400,
             "fake_script_exhausted",
