@@ -347,9 +347,18 @@ fn an_approved_edit_changes_the_file_and_shows_in_the_diff() {
         std::fs::read_to_string(fixture.readme()).expect("read"),
         README.replace("hello", "goodbye")
     );
-    let diff = fixture
-        .block(fixture.executor.diff(&session))
-        .expect("diff");
+    // OpenCode computes a session's diff from its snapshots after the turn, asynchronously: on
+    // a busy machine it can be empty for a moment after the session went idle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let diff = loop {
+        let diff = fixture
+            .block(fixture.executor.diff(&session))
+            .expect("diff");
+        if !diff.is_empty() || std::time::Instant::now() > deadline {
+            break diff;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     assert_eq!(diff.len(), 1, "{diff:?}");
     assert!(diff[0].file.ends_with("README.txt"), "{diff:?}");
     assert!(
