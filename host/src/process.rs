@@ -584,20 +584,8 @@ pub(crate) fn not_found(id: &str) -> GatewayError {
 
 /// A new random handle.
 fn new_handle() -> Result<String, GatewayError> {
-    let mut bytes = [0u8; HANDLE_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        GatewayError::new(
-            codes::INTERNAL,
-            format!("the OS gave no random bytes for a process handle: {e}"),
-            "Report this bug with the gateway log.",
-        )
-    })?;
-    let mut handle = String::with_capacity(HANDLE_PREFIX.len() + HANDLE_BYTES * 2);
-    handle.push_str(HANDLE_PREFIX);
-    for b in bytes {
-        handle.push_str(&format!("{b:02x}"));
-    }
-    Ok(handle)
+    let hex = crate::security::random_hex(HANDLE_BYTES, "a process handle")?;
+    Ok(format!("{HANDLE_PREFIX}{hex}"))
 }
 
 #[cfg(test)]

@@ -334,20 +334,8 @@ fn well_formed(handle: &str) -> bool {
 
 /// A new random handle.
 fn new_handle() -> Result<String, GatewayError> {
-    let mut bytes = [0u8; HANDLE_BYTES];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        GatewayError::new(
-            codes::INTERNAL,
-            format!("the OS gave no random bytes for a workspace handle: {e}"),
-            "Report this bug with the gateway log.",
-        )
-    })?;
-    let mut handle = String::with_capacity(HANDLE_PREFIX.len() + HANDLE_BYTES * 2);
-    handle.push_str(HANDLE_PREFIX);
-    for b in bytes {
-        handle.push_str(&format!("{b:02x}"));
-    }
-    Ok(handle)
+    let hex = crate::security::random_hex(HANDLE_BYTES, "a workspace handle")?;
+    Ok(format!("{HANDLE_PREFIX}{hex}"))
 }
 
 /// `path` with `.` dropped and `..` applied lexically (for choosing an error only).

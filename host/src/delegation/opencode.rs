@@ -1336,15 +1336,7 @@ fn free_port() -> Result<u16, GatewayError> {
 }
 
 fn random_password() -> Result<String, GatewayError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        GatewayError::new(
-            codes::INTERNAL,
-            format!("the OS gives no random bytes: {e}"),
-            "Check the system's random source.",
-        )
-    })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::security::random_hex(32, "the OpenCode server's password")
 }
 
 fn tail(text: &str) -> String {
