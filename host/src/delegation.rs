@@ -30,6 +30,7 @@
 //!   serialization beyond its own value types.
 
 pub mod opencode;
+pub mod pool;
 
 use std::fmt;
 use std::path::Path;
@@ -172,8 +173,13 @@ pub enum MessagePart {
     },
     /// A tool call of the agent.
     Tool {
+        /// The call's id, the same in every state of the call.
+        call_id: String,
         /// The tool (`read`, `edit`, `bash`, …).
         tool: String,
+        /// What the call is about, as the agent titles it (a file, a command), cut at 200
+        /// characters; empty until the call runs.
+        title: String,
         /// `pending`, `running`, `completed` or `error`.
         status: String,
         /// Why it failed (`error` only), cut at [`MAX_TEXT_CHARS`].
@@ -263,6 +269,22 @@ pub trait Executor: Send + Sync {
     /// directory; `workspace.outside_roots` when the backend was not set up to write there;
     /// the transport errors of [`Executor::health`].
     fn create_session<'a>(&'a self, dir: &'a Path) -> ExecFuture<'a, SessionId>;
+
+    /// Make a session this executor did not create in this process known to it (a session of
+    /// the store after a restart of the gateway): `dir` is the directory it was created in,
+    /// `prompted_ms` when its latest prompt was sent (ms since the Unix epoch; completion
+    /// counts only messages from then on).
+    ///
+    /// # Errors
+    /// `delegation.session_not_found` when the backend has no such session in `dir`;
+    /// `workspace.outside_roots` when the backend was not set up to work in `dir`; the
+    /// transport errors of [`Executor::health`].
+    fn attach<'a>(
+        &'a self,
+        session: &'a SessionId,
+        dir: &'a Path,
+        prompted_ms: Option<u64>,
+    ) -> ExecFuture<'a, ()>;
 
     /// Send `text` as the next prompt of `session` and return once the backend accepted it,
     /// without waiting for the agent's answer.

@@ -203,6 +203,14 @@ pub mod codes {
     /// The agent's server could not be started (binary not found, no free port, it exited
     /// before it was healthy).
     pub const DELEGATION_START_FAILED: &str = "delegation.start_failed";
+    /// `agent_start_task` named an executor the gateway does not have (only `opencode`).
+    pub const DELEGATION_EXECUTOR_UNKNOWN: &str = "delegation.executor_unknown";
+    /// `agent_continue` while the agent still works on the session's last prompt; retryable
+    /// once it is idle (or after `agent_abort`).
+    pub const DELEGATION_SESSION_BUSY: &str = "delegation.session_busy";
+    /// The agent's turn ended without finishing (a provider error, a length limit): the
+    /// `run.failed` of a delegated task.
+    pub const DELEGATION_TASK_FAILED: &str = "delegation.task_failed";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

@@ -1214,8 +1214,11 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
         let kind = wire_name(&run.kind);
         let stage = run.stage.as_ref().map(wire_name);
         let error_code = run.error.as_ref().map(|e| e.code.as_str());
-        // An MCP tool call (kind `tool`) says which tool ran.
-        let tool = run.request["tool"].as_str();
+        // An MCP tool call (kind `tool`) says which tool ran; a delegated task (kind
+        // `agent`) names its session.
+        let tool = run.request["tool"]
+            .as_str()
+            .or_else(|| run.request["sessionId"].as_str());
         let detail = match (error_code, tool) {
             (Some(code), Some(tool)) => Some(format!("{tool}: {code}")),
             (Some(code), None) => Some(code.to_owned()),
@@ -1478,6 +1481,19 @@ fn event_summary(event: &AgentEvent) -> String {
             InterruptReason::Shutdown => "the daemon was stopped; resume the run".to_owned(),
             InterruptReason::Crash => "the daemon ended unexpectedly; resume the run".to_owned(),
         },
+        EventPayload::PermissionRequested(asked) => format!(
+            "{} {} {}: {}",
+            asked.request_id,
+            asked.session_id,
+            asked.permission,
+            asked.patterns.join(" ")
+        ),
+        EventPayload::PermissionReplied(replied) => format!(
+            "{} {} by {}",
+            replied.request_id,
+            replied.reply.as_deref().unwrap_or("(gone unanswered)"),
+            replied.by.as_deref().unwrap_or("-")
+        ),
     }
 }
 

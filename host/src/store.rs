@@ -36,6 +36,7 @@
 //! | `review_cache` | cache key | run id (text) |
 //! | `mapping_proposals` | proposal id | [`MappingProposal`] |
 //! | `workspaces` | `ws_` handle | [`WorkspaceRecord`] |
+//! | `agent_sessions` | the agent's session id | [`AgentSessionRecord`] |
 //! | `meta` | `schemaVersion` | `u64` |
 //!
 //! Every write is one redb transaction committed with immediate durability (fsync), so what a
@@ -68,7 +69,9 @@ use time::format_description::well_known::Rfc3339;
 
 pub use error::StoreError;
 pub use hash::payload_hash;
-pub use record::{IdempotencyRecord, MappingProposal, RunRecord, WorkspaceRecord};
+pub use record::{
+    AgentSessionRecord, IdempotencyRecord, MappingProposal, RunRecord, WorkspaceRecord,
+};
 
 use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
 
@@ -82,6 +85,8 @@ const MAPPINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("mapping_pro
 /// Opened MCP workspaces (DESIGN §12). Added without a schema version change: an older gateway
 /// ignores the table.
 const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
+/// Delegated agents' sessions (issue 15, DESIGN §14). Added without a schema version change.
+const AGENT_SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("agent_sessions");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The table of [`Store::probe`]: empty but while a probe runs.
@@ -205,6 +210,7 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
         txn.open_table(CACHE)?;
         txn.open_table(MAPPINGS)?;
         txn.open_table(WORKSPACES)?;
+        txn.open_table(AGENT_SESSIONS)?;
         let mut meta = txn.open_table(META)?;
         let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
         match stored {
@@ -946,6 +952,66 @@ impl Store {
     pub fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError> {
         self.guard(Access::Read, || read::workspaces(&self.db()?.begin_read()?))
     }
+
+    /// Stores a delegated agent's session under its id, replacing one with the same id.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] on a storage failure.
+    pub fn put_agent_session(&self, s: &AgentSessionRecord) -> Result<(), StoreError> {
+        self.guard(Access::Write, || {
+            let bytes = encode("agent_sessions", &s.session_id, s)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            txn.open_table(AGENT_SESSIONS)?
+                .insert(s.session_id.as_str(), bytes.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        })
+    }
+
+    /// The delegated agent's session with this id, `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn get_agent_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<AgentSessionRecord>, StoreError> {
+        self.guard(Access::Read, || {
+            let txn = self.db()?.begin_read()?;
+            let Some(sessions) = read::table(&txn, AGENT_SESSIONS)? else {
+                return Ok(None);
+            };
+            sessions
+                .get(session_id)?
+                .map(|bytes| decode("agent_sessions", session_id, bytes.value()))
+                .transpose()
+        })
+    }
+
+    /// Every stored agent session, by id.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a record does not decode; [`StoreError::Database`] on a
+    /// storage failure.
+    pub fn agent_sessions(&self) -> Result<Vec<AgentSessionRecord>, StoreError> {
+        self.guard(Access::Read, || {
+            let txn = self.db()?.begin_read()?;
+            let Some(sessions) = read::table(&txn, AGENT_SESSIONS)? else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            for entry in sessions.iter()? {
+                let (key, value) = entry?;
+                out.push(decode("agent_sessions", key.value(), value.value())?);
+            }
+            Ok(out)
+        })
+    }
 }
 
 // === impl StoreCloser ===
@@ -1117,7 +1183,7 @@ mod read {
 
     /// Opens a table for reading; `None` when the file has no such table yet (a reader on a
     /// file no [`Store`] has initialized reads it as empty).
-    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    pub(super) fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
         txn: &ReadTransaction,
         def: TableDefinition<K, V>,
     ) -> Result<Option<redb::ReadOnlyTable<K, V>>, StoreError> {

@@ -208,6 +208,8 @@ impl SandboxConfig {
 /// ```toml
 /// [delegation]
 /// enabled = true
+/// provider = "local-openai"             # the `[[providers]]` entry the agent's model calls use
+/// # model = "qwen2.5-coder"             # default: that provider's `model`
 /// opencode_binary = "opencode"          # default: `opencode` on PATH; the gateway starts it
 /// allow_always = false                  # default: `always` permission replies are refused
 /// sandbox = true                        # default: the server runs confined (see below)
@@ -216,7 +218,14 @@ impl SandboxConfig {
 /// # opencode_password_env = "OPENCODE_SERVER_PASSWORD"
 /// ```
 ///
-/// Checked at load: `opencode_url` must be an `http://` URL of a loopback host and comes with
+/// The server the gateway starts gets a configuration of its own (`OPENCODE_CONFIG_CONTENT`,
+/// see [`crate::delegation::pool`]): that provider as its only one (its key from the gateway's
+/// key store, in the server's environment only), no sharing, no auto-update, and permission
+/// rules that make the agent ask before every edit, command, web fetch or file outside its
+/// directory. A server you run yourself (`opencode_url`) keeps its own model and rules.
+///
+/// Checked at load: `provider` is required when the gateway starts the server and must name a
+/// `[[providers]]` entry; `opencode_url` must be an `http://` URL of a loopback host and comes with
 /// `opencode_password_env` (an unauthenticated OpenCode server lets any web page drive it,
 /// CVE-2026-22812), and `opencode_password_env` without `opencode_url` is refused as pointless.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +233,13 @@ impl SandboxConfig {
 pub struct DelegationConfig {
     /// Whether delegation is available at all. Default `false`.
     pub enabled: bool,
+    /// The `[[providers]]` id whose model the agent uses, for the server the gateway starts
+    /// (required then; ignored with `opencode_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The model name, when not that provider's `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// A running OpenCode server to use instead of starting one (loopback `http://` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opencode_url: Option<String>,
@@ -247,6 +263,8 @@ impl Default for DelegationConfig {
     fn default() -> Self {
         DelegationConfig {
             enabled: false,
+            provider: None,
+            model: None,
             opencode_url: None,
             opencode_password_env: None,
             opencode_binary: PathBuf::from("opencode"),
@@ -907,6 +925,26 @@ impl Config {
             let mut path = vec![key("delegation")];
             path.extend(segs);
             return Err((path, message));
+        }
+        if self.delegation.enabled && self.delegation.opencode_url.is_none() {
+            match &self.delegation.provider {
+                None => {
+                    return Err(at(
+                        [key("delegation"), key("provider")],
+                        "the OpenCode server the gateway starts needs a model: set `provider` \
+                         to the id of a `[[providers]]` entry (or set `opencode_url` to use a \
+                         server you run yourself)"
+                            .to_owned(),
+                    ));
+                }
+                Some(id) if self.find_provider(id).is_none() => {
+                    return Err(at(
+                        [key("delegation"), key("provider")],
+                        format!("no `[[providers]]` entry has id `{id}`"),
+                    ));
+                }
+                Some(_) => {}
+            }
         }
         for (i, id) in self.native_messaging.allowed_extensions.iter().enumerate() {
             if let Err(e) = installer::ExtensionIds::parse(&[id]) {

@@ -32,8 +32,8 @@
 //! environment scrubbing and killing of the whole process tree as every other command:
 //!
 //! - **Writable**: the workspaces it serves ([`ServerSpec::workspaces`], fixed at start: a
-//!   session in any other directory is refused with `workspace.outside_roots`) and its own
-//!   state directory. Readable: what [`Places::policy`] grants every command (system
+//!   session in any other directory is refused with `workspace.outside_roots`; only readable
+//!   when [`ServerSpec::writable`] is false) and its own state directory. Readable: what [`Places::policy`] grants every command (system
 //!   toolchain, `PATH`, never the home's secrets or the gateway's config and state).
 //! - **Network**: allowed. The server must listen on its loopback port and reach the model
 //!   provider. Landlock's network rules (ABI 4) filter TCP `bind`/`connect` by port only, not
@@ -242,6 +242,44 @@ impl OpenCode {
             .get(session.as_str())
             .cloned()
             .ok_or_else(|| session_not_found(session))
+    }
+
+    /// `dir` canonical, checked to be an existing directory inside the server's workspaces
+    /// (a managed server), as UTF-8 text (OpenCode's `?directory=`).
+    fn checked_directory(&self, dir: &Path) -> Result<String, GatewayError> {
+        let real = std::fs::canonicalize(dir).map_err(|e| {
+            GatewayError::new(
+                codes::WORKSPACE_NOT_FOUND,
+                format!("cannot open {}: {e}", dir.display()),
+                "Give an existing directory.",
+            )
+        })?;
+        if !real.is_dir() {
+            return Err(GatewayError::new(
+                codes::WORKSPACE_NOT_A_DIRECTORY,
+                format!("{} is not a directory", real.display()),
+                "Give the directory the agent should work in.",
+            ));
+        }
+        if let Some(roots) = &self.roots
+            && !roots.iter().any(|r| real.starts_with(r))
+        {
+            return Err(GatewayError::new(
+                codes::WORKSPACE_OUTSIDE_ROOTS,
+                format!(
+                    "the agent's server was not started to work in {}",
+                    real.display()
+                ),
+                "Start the delegation with this workspace among the server's workspaces.",
+            ));
+        }
+        real.to_str().map(str::to_owned).ok_or_else(|| {
+            GatewayError::new(
+                codes::WORKSPACE_NOT_FOUND,
+                format!("{} is not valid UTF-8", real.display()),
+                "Rename the directory to a UTF-8 name.",
+            )
+        })
     }
 
     fn request(
@@ -526,39 +564,8 @@ impl Executor for OpenCode {
 
     fn create_session<'a>(&'a self, dir: &'a Path) -> ExecFuture<'a, SessionId> {
         Box::pin(async move {
-            let real = std::fs::canonicalize(dir).map_err(|e| {
-                GatewayError::new(
-                    codes::WORKSPACE_NOT_FOUND,
-                    format!("cannot open {}: {e}", dir.display()),
-                    "Give an existing directory.",
-                )
-            })?;
-            if !real.is_dir() {
-                return Err(GatewayError::new(
-                    codes::WORKSPACE_NOT_A_DIRECTORY,
-                    format!("{} is not a directory", real.display()),
-                    "Give the directory the agent should work in.",
-                ));
-            }
-            if let Some(roots) = &self.roots
-                && !roots.iter().any(|r| real.starts_with(r))
-            {
-                return Err(GatewayError::new(
-                    codes::WORKSPACE_OUTSIDE_ROOTS,
-                    format!(
-                        "the agent's server was not started to work in {}",
-                        real.display()
-                    ),
-                    "Start the delegation with this workspace among the server's workspaces.",
-                ));
-            }
-            let directory = real.to_str().ok_or_else(|| {
-                GatewayError::new(
-                    codes::WORKSPACE_NOT_FOUND,
-                    format!("{} is not valid UTF-8", real.display()),
-                    "Rename the directory to a UTF-8 name.",
-                )
-            })?;
+            let directory = self.checked_directory(dir)?;
+            let directory = directory.as_str();
             let value = self
                 .send(
                     self.request(Method::POST, "/session", &[("directory", directory)])
@@ -582,6 +589,40 @@ impl Executor for OpenCode {
                     },
                 );
             Ok(SessionId::new(id))
+        })
+    }
+
+    fn attach<'a>(
+        &'a self,
+        session: &'a SessionId,
+        dir: &'a Path,
+        prompted_ms: Option<u64>,
+    ) -> ExecFuture<'a, ()> {
+        Box::pin(async move {
+            let directory = self.checked_directory(dir)?;
+            let path = format!("/session/{}", segment(session.as_str()));
+            let value = self
+                .send(
+                    self.request(Method::GET, &path, &[("directory", &directory)]),
+                    "read a session",
+                    Some(session),
+                )
+                .await?;
+            // The session's own directory, as OpenCode recorded it, must be the one we bound.
+            if value["directory"].as_str() != Some(directory.as_str()) {
+                return Err(session_not_found(session));
+            }
+            self.sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    session.as_str().to_owned(),
+                    SessionInfo {
+                        directory,
+                        prompted_ms,
+                    },
+                );
+            Ok(())
         })
     }
 
@@ -769,7 +810,18 @@ fn message(item: &Value) -> Option<Message> {
                         MessagePart::Text { text, truncated }
                     }
                     "tool" => MessagePart::Tool {
+                        call_id: p["callID"]
+                            .as_str()
+                            .or_else(|| p["id"].as_str())
+                            .unwrap_or_default()
+                            .to_owned(),
                         tool: p["tool"].as_str().unwrap_or_default().to_owned(),
+                        title: p["state"]["title"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .chars()
+                            .take(200)
+                            .collect(),
                         status: p["state"]["status"].as_str().unwrap_or_default().to_owned(),
                         error: p["state"]["error"].as_str().map(|e| cap_text(e).0),
                     },
@@ -865,8 +917,11 @@ pub struct ServerSpec {
     /// The server's own state directory (created; its XDG dirs and `HOME` go there), e.g.
     /// `<gateway state>/delegation/opencode`.
     pub state_dir: PathBuf,
-    /// The directories sessions may work in and the server may write (existing).
+    /// The directories sessions may work in (existing).
     pub workspaces: Vec<PathBuf>,
+    /// Whether the server may write in [`ServerSpec::workspaces`] (a writable root); `false`
+    /// grants it reading only, so the kernel refuses the agent's edits. Default `true`.
+    pub writable: bool,
     /// Directories that must stay unreadable to it (the gateway's config and state dirs;
     /// its own `state_dir` is granted even when inside one).
     pub private: Vec<PathBuf>,
@@ -891,6 +946,7 @@ impl ServerSpec {
             binary,
             state_dir,
             workspaces,
+            writable: true,
             private: Vec::new(),
             env: Vec::new(),
             start_timeout: Duration::from_secs(60),
@@ -990,6 +1046,10 @@ impl OpenCodeServer {
             ("XDG_CACHE_HOME".to_owned(), dir("cache")),
             ("XDG_STATE_HOME".to_owned(), dir("state")),
             ("OPENCODE_DISABLE_AUTOUPDATE".to_owned(), "1".to_owned()),
+            // No model catalogue from models.dev and no language servers downloaded: the
+            // server talks to the configured provider only.
+            ("OPENCODE_DISABLE_MODELS_FETCH".to_owned(), "1".to_owned()),
+            ("OPENCODE_DISABLE_LSP_DOWNLOAD".to_owned(), "1".to_owned()),
             (PASSWORD_ENV.to_owned(), password.clone()),
         ];
         env.extend(
@@ -1018,9 +1078,15 @@ impl OpenCodeServer {
             network: true,
         }
         .policy()?;
-        policy.write.extend(workspaces.iter().cloned());
-        policy.write.sort();
-        policy.write.dedup();
+        if spec.writable {
+            policy.write.extend(workspaces.iter().cloned());
+        } else {
+            policy.read.extend(workspaces.iter().cloned());
+        }
+        for list in [&mut policy.read, &mut policy.write] {
+            list.sort();
+            list.dedup();
+        }
         let launch = Launch {
             sandbox: spec.sandbox,
             policy,

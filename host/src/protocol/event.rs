@@ -94,11 +94,19 @@ pub enum EventPayload {
     /// (issue 12); `POST /v1/runs/:runId/resume` continues it after this event.
     #[serde(rename = "run.interrupted")]
     RunInterrupted(RunInterrupted),
+    /// `permission.requested`: a delegated agent waits for a human's answer (issue 15,
+    /// DESIGN §14). Only in runs of kind `agent`.
+    #[serde(rename = "permission.requested")]
+    PermissionRequested(PermissionRequested),
+    /// `permission.replied`: a pending request of a delegated agent was answered, or went away
+    /// (DESIGN §14). Only in runs of kind `agent`.
+    #[serde(rename = "permission.replied")]
+    PermissionReplied(PermissionReplied),
 }
 
 impl EventPayload {
     /// Every wire `type` string, in the order of DESIGN §5.
-    pub const TYPES: [&'static str; 12] = [
+    pub const TYPES: [&'static str; 14] = [
         "run.created",
         "stage.changed",
         "context.added",
@@ -111,6 +119,8 @@ impl EventPayload {
         "run.failed",
         "run.cancelled",
         "run.interrupted",
+        "permission.requested",
+        "permission.replied",
     ];
 
     /// The wire `type` string of this payload, e.g. `"run.completed"`.
@@ -128,6 +138,8 @@ impl EventPayload {
             EventPayload::RunFailed(_) => "run.failed",
             EventPayload::RunCancelled(_) => "run.cancelled",
             EventPayload::RunInterrupted(_) => "run.interrupted",
+            EventPayload::PermissionRequested(_) => "permission.requested",
+            EventPayload::PermissionReplied(_) => "permission.replied",
         }
     }
 
@@ -169,9 +181,40 @@ payload_from!(
     RunFailed,
     RunCancelled,
     RunInterrupted,
+    PermissionRequested,
+    PermissionReplied,
 );
 
 // === Payloads ===
+
+/// Payload of `permission.requested` (issue 15): what a delegated agent asks to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequested {
+    /// The request id to answer (`agent_reply_permission`, `agents reply`).
+    pub request_id: String,
+    /// The agent's session.
+    pub session_id: String,
+    /// What it asks for (`edit`, `bash`, `external_directory`, …).
+    pub permission: String,
+    /// The files or commands concerned.
+    pub patterns: Vec<String>,
+}
+
+/// Payload of `permission.replied` (issue 15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionReplied {
+    /// The request answered.
+    pub request_id: String,
+    /// `once`, `always` or `reject`; absent when the request went away without a reply of
+    /// ours (the agent's server restarted, or the turn was aborted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// Who answered: `mcp`, `cli` (`review-agent-gateway agents reply`) or `http`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
 
 /// Payload of `run.created`. Every field is optional (the draft §7 example has none but `runId`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +243,12 @@ pub enum RunKind {
     /// DESIGN §12): `tool.started`, `tool.completed`, then `run.completed` or `run.failed`.
     /// Not resumable.
     Tool,
+    /// One prompt of a task delegated to a local coding agent (issue 15, DESIGN §14):
+    /// `agent_start_task` or `agent_continue`. Its events: `tool.started`/`tool.completed`
+    /// for the agent's tool calls, `text.delta` for its answers, `permission.requested` and
+    /// `permission.replied`, `warning`, then `run.completed` (the agent finished with `stop`),
+    /// `run.failed` or `run.cancelled` (aborted). Resumable: resuming watches the session again.
+    Agent,
 }
 
 /// Payload of `stage.changed`.

@@ -171,7 +171,9 @@ impl RunRecord {
             | EventPayload::ToolStarted(_)
             | EventPayload::ToolCompleted(_)
             | EventPayload::TextDelta(_)
-            | EventPayload::Warning(_) => {}
+            | EventPayload::Warning(_)
+            | EventPayload::PermissionRequested(_)
+            | EventPayload::PermissionReplied(_) => {}
         }
     }
 
@@ -244,4 +246,28 @@ pub struct WorkspaceRecord {
     pub writable: bool,
     /// RFC 3339, UTC.
     pub opened_at: String,
+}
+
+/// A task delegated to a local coding agent (issue 15, DESIGN §14): the agent's session and
+/// the workspace it is bound to, kept across restarts of the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSessionRecord {
+    /// The agent's session id (OpenCode's `ses_…`).
+    pub session_id: String,
+    /// The executor that serves it (`opencode`).
+    pub executor: String,
+    /// The `ws_` handle of its workspace.
+    pub workspace: String,
+    /// The workspace's canonical directory when the session was made; every call checks the
+    /// workspace still resolves to it.
+    pub directory: String,
+    /// Whether the agent's server could write there when the session was made.
+    pub writable: bool,
+    /// Its runs, one per prompt (`agent_start_task`, then each `agent_continue`), oldest first.
+    pub run_ids: Vec<String>,
+    /// When its latest prompt was sent, ms since the Unix epoch.
+    pub prompted_ms: u64,
+    /// RFC 3339, UTC.
+    pub created_at: String,
 }

@@ -804,6 +804,8 @@ pub fn status_for(code: &str) -> StatusCode {
         // Delegation (issue 15): what the caller asked of the agent does not fit its state.
         codes::DELEGATION_PERMISSION_NOT_PENDING => StatusCode::CONFLICT,
         codes::DELEGATION_SESSION_NOT_FOUND => StatusCode::NOT_FOUND,
+        codes::DELEGATION_SESSION_BUSY => StatusCode::CONFLICT,
+        codes::DELEGATION_EXECUTOR_UNKNOWN => StatusCode::BAD_REQUEST,
         codes::DELEGATION_DISABLED | codes::DELEGATION_ALWAYS_NOT_ALLOWED => StatusCode::FORBIDDEN,
         // The agent's server is down, starting, refusing us, or not speaking its API.
         codes::DELEGATION_UNAVAILABLE | codes::DELEGATION_START_FAILED => {
