@@ -50,7 +50,7 @@ pub const MAX_PAGE: u32 = 200;
 pub const MAX_TEXT_CHARS: usize = 64 * 1024;
 
 /// A session of the agent's server (OpenCode's `ses_…` ids), opaque to callers.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct SessionId(String);
 
@@ -73,7 +73,7 @@ impl fmt::Display for SessionId {
 }
 
 /// The agent server's health ([`Executor::health`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
     /// Whether the server says it is healthy.
@@ -83,7 +83,7 @@ pub struct Health {
 }
 
 /// What a session is doing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", tag = "state")]
 pub enum SessionState {
     /// The agent is working (calling the model or a tool, or waiting for a permission reply).
@@ -100,7 +100,7 @@ pub enum SessionState {
 }
 
 /// A session's state and whether its task is done ([`Executor::status`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// What the session is doing.
@@ -128,7 +128,7 @@ pub struct Page {
 }
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Role {
     /// The prompt.
@@ -138,7 +138,7 @@ pub enum Role {
 }
 
 /// One message of a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// The backend's message id (usable as [`Page::before`]).
@@ -161,7 +161,7 @@ pub struct Message {
 }
 
 /// A part of a [`Message`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", tag = "type")]
 pub enum MessagePart {
     /// Text (of the prompt or the answer), cut at [`MAX_TEXT_CHARS`].
@@ -194,7 +194,7 @@ pub enum MessagePart {
 }
 
 /// One changed file of a session ([`Executor::diff`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileDiff {
     /// The file, relative to the session's directory.
@@ -213,7 +213,7 @@ pub struct FileDiff {
 }
 
 /// A permission the agent waits for ([`Executor::pending_permissions`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionRequest {
     /// The request id to reply to.
@@ -227,7 +227,9 @@ pub struct PermissionRequest {
 }
 
 /// A reply to a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum PermissionReply {
     /// Allow this one request.

@@ -40,9 +40,16 @@ use crate::review::{self, ReviewOptions, RunControl, new_id};
 use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload_hash};
 use crate::tools::Registry;
 
+mod agent_calls;
 mod tool_calls;
 mod workspace_calls;
 
+pub use agent_calls::{
+    AGENT_CALLS, AgentCallSpec, AgentContinueInput, AgentDiff, AgentMessages, AgentMessagesInput,
+    AgentPermissions, AgentReplied, AgentReplyInput, AgentSessionInput, AgentSessionSummary,
+    AgentStartTaskInput, AgentStatus, AgentTask, Caller, MAX_TASK_BYTES, agent_input_schema,
+    agent_output_schema,
+};
 pub use workspace_calls::{WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 
 /// How long a provider's health probe is reused.
@@ -156,6 +163,12 @@ struct Inner {
     // The commands MCP clients started (`process_run`, issue 14 §3): one table per process, so
     // a handle outlives the call that started it; every command is asked to stop at shutdown.
     processes: crate::process::ProcessTable,
+    // The delegated agents' executors (issue 15), made on first use; stopped at shutdown.
+    executors: crate::delegation::pool::Executors,
+    // Replies to agents' permission requests, by request id, until the run's watcher writes
+    // its `permission.replied` (who answered, and how).
+    agent_replies:
+        Mutex<HashMap<String, (crate::delegation::PermissionReply, agent_calls::Caller)>>,
 }
 
 /// The health probes of one provider configuration (single flight, see [`Gateway::health`]).
@@ -203,6 +216,8 @@ struct LiveRun {
     cancelled: Notify,
     // Invariant: holds the seq of the last event committed to the store for this run.
     committed: watch::Sender<u64>,
+    // Whether it follows a delegated agent's task (shutdown does not wait for it).
+    agent: bool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -262,6 +277,8 @@ impl Gateway {
                 clients: crate::providers::ClientPool::new(),
                 pending: Mutex::new(HashMap::new()),
                 processes: crate::process::ProcessTable::new(),
+                executors: crate::delegation::pool::Executors::new(),
+                agent_replies: Mutex::new(HashMap::new()),
             }),
         };
         gateway.purge()?;
@@ -838,6 +855,12 @@ impl Gateway {
                 "Call the tool again through MCP.",
             ));
         }
+        if record.kind == RunKind::Agent {
+            // Watch the agent's session again (blocking: transports call this off the
+            // runtime's workers).
+            runtime()?.block_on(self.resume_agent(&record))?;
+            return self.run_view(run_id);
+        }
         let request: ReviewRequest = serde_json::from_value(record.request.clone())
             .map_err(|e| invalid(format!("the stored request of {run_id} is not valid: {e}")))?;
         let options = self.review_options(&request)?;
@@ -976,7 +999,16 @@ impl Gateway {
                 "shutting down: stopping the commands MCP clients started"
             );
         }
-        let running = self.live_ids().len();
+        // A delegated agent's task (issue 15) does not end in a grace period: its run is
+        // interrupted at once, and resumed by the next call on its session.
+        let finishing = || {
+            self.inner
+                .live
+                .lock()
+                .map(|l| l.values().filter(|run| !run.agent).count())
+                .unwrap_or_default()
+        };
+        let running = finishing();
         if running > 0 {
             tracing::info!(
                 runs = running,
@@ -985,7 +1017,7 @@ impl Gateway {
             );
         }
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && !self.live_ids().is_empty() {
+        while Instant::now() < deadline && finishing() > 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let still = self.live_ids().len();
@@ -1025,6 +1057,9 @@ impl Gateway {
                 live.cancelled.notify_waiters();
             }
         }
+        // The agents' servers the gateway started stop with it (their process trees killed).
+        let gateway = self.clone();
+        let _ = tokio::task::spawn_blocking(move || gateway.inner.executors.stop_all()).await;
     }
 
     // === internals ===
@@ -1206,6 +1241,7 @@ impl Gateway {
             cancel_reason: control.cancel_reason.clone(),
             cancelled: Notify::new(),
             committed,
+            agent: false,
         });
         if let Ok(mut map) = self.inner.live.lock() {
             map.insert(control.run_id.clone(), live.clone());

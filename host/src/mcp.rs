@@ -51,7 +51,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Gateway, WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
+use crate::engine::{
+    AGENT_CALLS, AgentCallSpec, Caller, Gateway, WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput,
+    agent_input_schema, agent_output_schema,
+};
 use crate::error::GatewayError;
 use crate::protocol::ToolCallResult;
 use crate::tools::{GatewayTool, SideEffect, ToolTarget};
@@ -145,6 +148,9 @@ impl McpTools {
         if name == WORKSPACE_OPEN {
             return Some(workspace_open_tool());
         }
+        if let Some(spec) = AGENT_CALLS.iter().find(|c| c.mcp && c.name == name) {
+            return self.gateway.delegation_enabled().then(|| agent_tool(spec));
+        }
         describe(self.registry_tool(name)?)
     }
 
@@ -190,6 +196,14 @@ impl ServerHandler for McpTools {
                     .filter(|tool| self.gateway.tool_enabled(*tool))
                     .filter_map(describe),
             )
+            // The delegation tools only when `[delegation] enabled = true` (issue 15): with it
+            // off no agent is started or contacted, and none is offered.
+            .chain(
+                AGENT_CALLS
+                    .iter()
+                    .filter(|c| c.mcp && self.gateway.delegation_enabled())
+                    .map(agent_tool),
+            )
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -230,6 +244,17 @@ impl ServerHandler for McpTools {
                     None,
                 )),
             };
+        }
+        if AGENT_CALLS.iter().any(|c| c.name == name) {
+            let answer = self
+                .gateway
+                .agent_call(&name, Value::Object(arguments), Caller::Mcp)
+                .await;
+            return Ok(match answer {
+                Ok(value) => CallToolResult::structured(value),
+                Err(error) => error_result(&error),
+            }
+            .into());
         }
         let (handle, input) = match split_workspace(arguments) {
             Ok(call) => call,
@@ -297,6 +322,28 @@ pub fn workspace_open_tool() -> Tool {
             .destructive(false)
             .idempotent(true)
             .open_world(false),
+    )
+}
+
+/// The MCP description of the delegation call `spec` (issue 15; the engine's
+/// [`Gateway::agent_call`]).
+pub fn agent_tool(spec: &AgentCallSpec) -> Tool {
+    let object = |schema: Option<Value>| match schema {
+        Some(Value::Object(schema)) => schema,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        Cow::Borrowed(spec.name),
+        Cow::Borrowed(spec.description),
+        Arc::new(object(agent_input_schema(spec.name))),
+    )
+    .with_raw_output_schema(Arc::new(object(agent_output_schema(spec.name))))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(spec.read_only)
+            .destructive(spec.destructive)
+            .idempotent(spec.idempotent)
+            .open_world(spec.open_world),
     )
 }
 

@@ -133,6 +133,7 @@ fn routes() -> Router<HttpState> {
         .route("/v1/capabilities", get(capabilities))
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{name}", post(call_tool))
+        .route("/v1/agents/{call}", post(agent_call))
         .route("/v1/repository-mappings", post(propose_mapping))
         .route("/v1/chat", post(chat))
         .route("/v1/reviews", post(start_review))
@@ -404,6 +405,40 @@ async fn call_tool(
         Ok(Ok(result)) => ok(&id, result),
         Ok(Err(e)) => error_response(&id, &e),
         Err(e) => error_response(&id, &internal(&e.to_string())),
+    }
+}
+
+/// `POST /v1/agents/:call` (issue 15): one delegation call (`agent_status`,
+/// `agent_pending_permissions`, `agent_reply_permission`, `agent_sessions`, …) with its input
+/// as the JSON body (none: `{}`), answered in `data` as MCP's `structuredContent`. The
+/// `review-agent-gateway agents` command uses it and says so with the header
+/// `X-Review-Agent-Gateway-Client: cli` (a reply's `permission.replied` then says `by: cli`).
+async fn agent_call(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    call: Result<Path<String>, PathRejection>,
+    body: Result<JsonBody, Response>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let id = body.id.clone();
+    let Path(call) = match call {
+        Ok(call) => call,
+        Err(rejection) => return path_error(&id, &rejection),
+    };
+    let input = body.value.unwrap_or_else(|| serde_json::json!({}));
+    let caller = match headers
+        .get("x-review-agent-gateway-client")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some("cli") => crate::engine::Caller::Cli,
+        _ => crate::engine::Caller::Http,
+    };
+    match state.gateway.agent_call(&call, input, caller).await {
+        Ok(data) => ok(&id, data),
+        Err(e) => error_response(&id, &e),
     }
 }
 
