@@ -83,7 +83,7 @@ export interface ReviewFinding {
 export type AgentEventType =
   | "run.created" | "stage.changed" | "context.added" | "tool.started" | "tool.completed"
   | "text.delta" | "finding.created" | "warning" | "run.completed" | "run.failed" | "run.cancelled"
-  | "run.interrupted";
+  | "run.interrupted" | "permission.requested" | "permission.replied";
 
 /** Envelope of every AgentEvent; the type's own fields are flattened in. */
 interface EventEnvelope<T extends AgentEventType> {
@@ -95,7 +95,9 @@ interface EventEnvelope<T extends AgentEventType> {
   at: string;
 }
 
-export type RunKind = "review" | "chat" | "tool";
+/** `tool`: one MCP call that changed something; `agent`: one prompt of a task delegated to a
+ * local coding agent (issue 15). */
+export type RunKind = "review" | "chat" | "tool" | "agent";
 /** Pipeline stages (DESIGN §8), in order. */
 export type Stage = "queued" | "resolve" | "diff" | "rules" | "model" | "validate" | "done";
 export type RunState = "queued" | "running" | "completed" | "failed" | "cancelled" | "interrupted";
@@ -220,11 +222,32 @@ export interface RunInterruptedEvent extends EventEnvelope<"run.interrupted"> {
   resumable: boolean;
 }
 
+/** A delegated agent waits for a human's answer (runs of kind `agent`). */
+export interface PermissionRequestedEvent extends EventEnvelope<"permission.requested"> {
+  /** The id to answer (`agent_reply_permission`, `agents reply`). */
+  requestId: string;
+  sessionId: string;
+  /** `edit`, `bash`, `external_directory`, … */
+  permission: string;
+  /** The files or commands concerned. */
+  patterns: string[];
+}
+
+/** A delegated agent's pending request was answered, or went away unanswered (no `reply`). */
+export interface PermissionRepliedEvent extends EventEnvelope<"permission.replied"> {
+  requestId: string;
+  /** `once`, `always` or `reject`. */
+  reply?: string;
+  /** `mcp`, `cli` or `http`. */
+  by?: string;
+}
+
 /** One event of a run; narrow on `type`. Events of other types are skipped by the client. */
 export type AgentEvent =
   | RunCreatedEvent | StageChangedEvent | ContextAddedEvent | ToolStartedEvent
   | ToolCompletedEvent | TextDeltaEvent | FindingCreatedEvent | WarningEvent
-  | RunCompletedEvent | RunFailedEvent | RunCancelledEvent | RunInterruptedEvent;
+  | RunCompletedEvent | RunFailedEvent | RunCancelledEvent | RunInterruptedEvent
+  | PermissionRequestedEvent | PermissionRepliedEvent;
 
 // === Requests (draft §7, §8; request.rs) ===
 

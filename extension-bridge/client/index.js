@@ -15,7 +15,7 @@ const CHANNEL = "review-agent-gateway";
 export const EVENT_TYPES = new Set([
   "run.created", "stage.changed", "context.added", "tool.started", "tool.completed",
   "text.delta", "finding.created", "warning", "run.completed", "run.failed", "run.cancelled",
-  "run.interrupted",
+  "run.interrupted", "permission.requested", "permission.replied",
 ]);
 const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.interrupted"]);
 

@@ -16,6 +16,8 @@ use review_agent_gateway::protocol::{
 use review_agent_gateway::report::{self, ReportInput};
 use review_agent_gateway::review::{self, ReviewOptions};
 
+#[path = "cli/agents.rs"]
+mod agents_cli;
 #[path = "cli/install.rs"]
 mod install_cli;
 #[path = "cli/mcp.rs"]
@@ -86,6 +88,12 @@ enum Command {
     /// CLI, IDEs). stdout carries MCP messages only. `mcp config --client NAME` prints or
     /// writes a client's configuration for it.
     Mcp(mcp_cli::McpArgs),
+    /// The tasks delegated to a local coding agent (`[delegation]`): list the sessions, read
+    /// one's state, messages and diff, stop it, and answer its permission requests (`agents
+    /// permissions SESSION`, `agents reply SESSION REQUEST once|reject`). Talks to the running
+    /// daemon.
+    #[command(subcommand)]
+    Agents(agents_cli::AgentsCommand),
     /// List the configured model providers and where each one's API key comes from, or store
     /// (`set-key ID [--file]`) and remove (`delete-key ID`) a key: the OS keyring, or a key file
     /// only you can read. Keys are never printed.
@@ -376,6 +384,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => install_cli::doctor_command(args),
         Command::NativeHost(args) => native_host_cli::native_host_command(args),
         Command::Mcp(args) => mcp_cli::mcp_command(args),
+        Command::Agents(command) => agents_cli::agents_command(command),
         Command::Providers(command) => providers_cli::providers_command(command),
     }
 }

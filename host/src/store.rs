@@ -690,7 +690,7 @@ impl Store {
                         now.clone(),
                         RunInterrupted {
                             reason,
-                            resumable: run.kind == RunKind::Review,
+                            resumable: matches!(run.kind, RunKind::Review | RunKind::Agent),
                         },
                     );
                     let key = format_args!("{}/{}", run.run_id, event.seq);

@@ -44,13 +44,13 @@ use review_agent_gateway::protocol::{
     CommandCapabilities, Confidence, ConfigHealth, ConfigStatus, ContextAdded, ContextItem,
     DiffContext, DiffRefs, Effort, ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence,
     FileContext, FindingCreated, FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame,
-    IdFrame, InterruptReason, Limits, ModelContext, ProviderHealth, ProviderStatus, RequestFrame,
-    ResponseFrame, ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope,
-    ReviewTarget, RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext,
-    RunCancelled, RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState,
-    ScopeSelection, SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged,
-    StoreHealth, StoreStatus, TextDelta, ToolCallResult, ToolCompleted, ToolDescription,
-    ToolStarted, Usage, Warning, encode_chunked,
+    IdFrame, InterruptReason, Limits, ModelContext, PermissionReplied, PermissionRequested,
+    ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding, ReviewMode,
+    ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext, RuleCapabilities,
+    RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated, RunFailed,
+    RunInterrupted, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side,
+    SkippedFile, Stage, StageChanged, StoreHealth, StoreStatus, TextDelta, ToolCallResult,
+    ToolCompleted, ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -366,6 +366,21 @@ fn payloads() -> Vec<EventPayload> {
                 },
                 resumable: full,
             }),
+            EventPayload::PermissionRequested(PermissionRequested {
+                request_id: "per_1".into(),
+                session_id: "ses_1".into(),
+                permission: "edit".into(),
+                patterns: if full {
+                    vec!["README.md".into()]
+                } else {
+                    Vec::new()
+                },
+            }),
+            EventPayload::PermissionReplied(PermissionReplied {
+                request_id: "per_1".into(),
+                reply: some("once"),
+                by: some("cli"),
+            }),
         ]);
         for context in contexts(full) {
             out.push(EventPayload::ContextAdded(ContextAdded { context }));
@@ -439,6 +454,8 @@ fn event_interface(payload: &EventPayload) -> &'static str {
         EventPayload::RunFailed(_) => "RunFailedEvent",
         EventPayload::RunCancelled(_) => "RunCancelledEvent",
         EventPayload::RunInterrupted(_) => "RunInterruptedEvent",
+        EventPayload::PermissionRequested(_) => "PermissionRequestedEvent",
+        EventPayload::PermissionReplied(_) => "PermissionRepliedEvent",
     }
 }
 
@@ -873,7 +890,7 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     ts.union("Side", &variants!(Side: New, Old));
     ts.union("FindingSource", &variants!(FindingSource: Rule, Model));
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
-    ts.union("RunKind", &variants!(RunKind: Review, Chat, Tool));
+    ts.union("RunKind", &variants!(RunKind: Review, Chat, Tool, Agent));
     ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));
     ts.union(
         "InterruptReason",
@@ -944,6 +961,14 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         (
             event_keys("RunInterruptedEvent"),
             fields::<RunInterrupted>(),
+        ),
+        (
+            event_keys("PermissionRequestedEvent"),
+            fields::<PermissionRequested>(),
+        ),
+        (
+            event_keys("PermissionRepliedEvent"),
+            fields::<PermissionReplied>(),
         ),
         (
             "Exclude<keyof T.ClientHelloFrame | keyof T.GatewayHelloFrame, \"type\">".to_owned(),

@@ -153,8 +153,6 @@ impl Fixture {
         spec.private = vec![state.path().to_owned()];
         spec.env = vec![
             ("OPENCODE_CONFIG_CONTENT".to_owned(), config.to_string()),
-            ("OPENCODE_DISABLE_MODELS_FETCH".to_owned(), "1".to_owned()),
-            ("OPENCODE_DISABLE_LSP_DOWNLOAD".to_owned(), "1".to_owned()),
         ];
         let server = OpenCodeServer::start(spec).expect("the OpenCode server starts");
         let executor = OpenCode::managed(server, options).expect("client");
@@ -595,7 +593,12 @@ fn an_approved_write_outside_the_workspace_is_stopped_by_the_sandbox() {
                 tool,
                 status,
                 error,
-            } if tool == "write" => Some((status.as_str(), error.as_deref().unwrap_or(""))),
+                call_id,
+                ..
+            } if tool == "write" => {
+                assert_eq!(call_id, "call_write", "the call id is the model's");
+                Some((status.as_str(), error.as_deref().unwrap_or("")))
+            }
             _ => None,
         })
         .collect();
