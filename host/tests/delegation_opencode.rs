@@ -151,9 +151,7 @@ impl Fixture {
             vec![repo.path().to_owned()],
         );
         spec.private = vec![state.path().to_owned()];
-        spec.env = vec![
-            ("OPENCODE_CONFIG_CONTENT".to_owned(), config.to_string()),
-        ];
+        spec.env = vec![("OPENCODE_CONFIG_CONTENT".to_owned(), config.to_string())];
         let server = OpenCodeServer::start(spec).expect("the OpenCode server starts");
         let executor = OpenCode::managed(server, options).expect("client");
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -161,6 +161,16 @@ impl Executors {
         drop(old);
     }
 
+    /// [`Executors::stop_all`] without waiting: the servers stop on a thread of their own.
+    pub fn stop_in_background(&self) {
+        let old = {
+            let mut state = self.lock();
+            state.setup = None;
+            std::mem::take(&mut state.slots)
+        };
+        stop_in_background(old);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -446,7 +446,7 @@ impl Gateway {
             ));
         }
         if !self.delegation_enabled() {
-            self.inner.executors.stop_all();
+            self.inner.executors.stop_in_background();
             return Err(GatewayError::new(
                 codes::DELEGATION_DISABLED,
                 "delegation to a coding agent is switched off",
@@ -559,26 +559,27 @@ impl Gateway {
         check_text("followup", &input.followup)?;
         self.store_writable()?;
         let bound = self.bind(&input.session_id).await?;
-        let status = bound.executor.status(&bound.session).await?;
-        let watching = bound
-            .record
-            .run_ids
-            .last()
-            .is_some_and(|run| self.is_live(run));
-        if status.state != SessionState::Idle || watching && !status.completed {
-            return Err(GatewayError::new(
+        let busy = || {
+            GatewayError::new(
                 codes::DELEGATION_SESSION_BUSY,
                 format!("the agent is still working on session {}", input.session_id),
                 "Wait until `agent_status` says it is idle (answer its pending permissions), \
                  or stop it with `agent_abort`, then continue.",
             )
-            .retryable());
+            .retryable()
+        };
+        let status = bound.executor.status(&bound.session).await?;
+        if status.state != SessionState::Idle {
+            return Err(busy());
         }
-        // The watcher of the previous prompt ends on the idle session by itself; wait for it
-        // so two watchers never write one session's events.
+        // The watcher of the previous prompt ends on the idle session by itself (within a
+        // step or two); wait for it, so two watchers never write one session's events.
         if let Some(previous) = bound.record.run_ids.last() {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while self.is_live(previous) && Instant::now() < deadline {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.is_live(previous) {
+                if Instant::now() > deadline {
+                    return Err(busy());
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
