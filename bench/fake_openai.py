@@ -22,6 +22,11 @@ row of the benchmark:
                     tool call on the first added line of the first file in the prompt (with
                     that line as evidence, so the gateway accepts it), finish "tool_calls";
                     after the tool result, a summary and "stop".
+  agent-read        a coding agent's turn (bench/delegation.sh): when the `read` tool is
+                    offered and no tool result came back yet, one `read` call on the path
+                    after `FILE:` in the conversation, finish "tool_calls"; otherwise (the
+                    result came back, or a request without tools such as a title) "Done."
+                    and "stop".
   anything else     as deltas-`--deltas`.
 
 `--batch K` writes K deltas per socket write (default 1: each delta its own write and HTTP
@@ -194,6 +199,17 @@ class Handler(BaseHTTPRequestHandler):
                 write(chunk(model, finish="tool_calls"))
                 with STATS.lock:
                     STATS.findings_sent += 1
+        elif model == "agent-read":
+            text = json.dumps(messages)
+            match = re.search(r"FILE:([^\s\"\\]+)", text)
+            if "read" in tools and match and not any(m.get("role") == "tool" for m in messages):
+                args = json.dumps({"filePath": match.group(1)})
+                write(chunk(model, {"tool_calls": [{"index": 0, "id": "call_read", "type": "function",
+                                                    "function": {"name": "read", "arguments": args}}]}))
+                write(chunk(model, finish="tool_calls"))
+            else:
+                write(chunk(model, {"content": "Done."}))
+                write(chunk(model, finish="stop"))
         elif model.startswith("review-"):
             write(chunk(model, {"content": "No problems found."}))
             write(chunk(model, finish="stop"))

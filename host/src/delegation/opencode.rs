@@ -600,6 +600,19 @@ impl Executor for OpenCode {
     ) -> ExecFuture<'a, ()> {
         Box::pin(async move {
             let directory = self.checked_directory(dir)?;
+            {
+                // Known already in that very directory (checked by OpenCode when it was
+                // created or first attached): only the prompt time may change.
+                let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(known) = sessions.get_mut(session.as_str())
+                    && known.directory == directory
+                {
+                    if prompted_ms.is_some() {
+                        known.prompted_ms = prompted_ms;
+                    }
+                    return Ok(());
+                }
+            }
             let path = format!("/session/{}", segment(session.as_str()));
             let value = self
                 .send(
