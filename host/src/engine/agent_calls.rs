@@ -885,6 +885,23 @@ impl Gateway {
                 );
                 writer.flush();
             }
+            // A resumed run: what its watcher wrote before the restart, so nothing is
+            // written twice and a request that went away with the old server is closed.
+            let written = if last_seq == 0 {
+                Written::default()
+            } else {
+                match gateway
+                    .inner
+                    .store
+                    .events_after(&run_id, 0, MAX_RESUMED_EVENTS)
+                {
+                    Ok(events) => Written::from_events(&events),
+                    Err(error) => {
+                        tracing::warn!(%run_id, %error, "cannot read a resumed run's events");
+                        Written::default()
+                    }
+                }
+            };
             let mut watch = Watch {
                 gateway: gateway.clone(),
                 live,
@@ -892,9 +909,10 @@ impl Gateway {
                 session: SessionId::new(&record.session_id),
                 prompted_ms: record.prompted_ms,
                 writer,
-                tools: HashMap::new(),
+                tools: written.tools,
                 answered: HashSet::new(),
-                pending: HashSet::new(),
+                texts: written.texts,
+                pending: written.pending,
                 aborted: false,
                 warned: false,
                 started: Instant::now(),
@@ -904,6 +922,54 @@ impl Gateway {
                 map.remove(&run_id);
             }
         });
+    }
+}
+
+/// The most events of a resumed run read back to rebuild its watcher's state ([`Written`]).
+const MAX_RESUMED_EVENTS: usize = 10_000;
+
+/// What a run's watcher wrote before the daemon stopped, read back from its events when the
+/// run is resumed. Without it the new watcher, which starts from nothing, wrote every tool call
+/// and answer of the turn a second time, and never closed a permission request that went away
+/// with the old server (no `permission.replied`).
+#[derive(Debug, Default)]
+struct Written {
+    /// The tool calls started, by call id: whether their end was written.
+    tools: HashMap<String, bool>,
+    /// The texts of the answers written (`text.delta`).
+    texts: HashSet<String>,
+    /// The permission requests written as requested and not as replied.
+    pending: HashSet<String>,
+}
+
+impl Written {
+    fn from_events(events: &[crate::protocol::AgentEvent]) -> Written {
+        use crate::protocol::EventPayload;
+        let mut written = Written::default();
+        for event in events {
+            match &event.payload {
+                EventPayload::ToolStarted(started) => {
+                    written
+                        .tools
+                        .entry(started.call_id.clone())
+                        .or_insert(false);
+                }
+                EventPayload::ToolCompleted(completed) => {
+                    written.tools.insert(completed.call_id.clone(), true);
+                }
+                EventPayload::TextDelta(delta) => {
+                    written.texts.insert(delta.text.clone());
+                }
+                EventPayload::PermissionRequested(requested) => {
+                    written.pending.insert(requested.request_id.clone());
+                }
+                EventPayload::PermissionReplied(replied) => {
+                    written.pending.remove(&replied.request_id);
+                }
+                _ => {}
+            }
+        }
+        written
     }
 }
 
@@ -919,6 +985,9 @@ struct Watch {
     tools: HashMap<String, bool>,
     /// Assistant messages whose text was written.
     answered: HashSet<String>,
+    /// The texts of the answers written before a restart (a resumed run): the message whose
+    /// text is one of them is marked answered without writing it again.
+    texts: HashSet<String>,
     /// Permission requests seen pending.
     pending: HashSet<String>,
     /// Whether the watcher asked the agent to stop (the run was cancelled).
@@ -1113,13 +1182,9 @@ impl Watch {
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
-                if !text.trim().is_empty() {
-                    self.emit(
-                        TextDelta {
-                            text: text.chars().take(MAX_EVENT_TEXT).collect(),
-                        }
-                        .into(),
-                    );
+                let text: String = text.chars().take(MAX_EVENT_TEXT).collect();
+                if !text.trim().is_empty() && !self.texts.remove(&text) {
+                    self.emit(TextDelta { text }.into());
                 }
             }
         }
