@@ -992,6 +992,23 @@ fn delegated_tasks_through_the_python_sdk() {
         calls.dedup();
         assert_eq!(calls.len(), all, "{kind} written twice: {kinds:?}");
     }
+    // Every tool call ends, the edit the stop cut short as failed.
+    let ends = |kind: &str| -> Vec<&str> {
+        let mut calls: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .filter_map(|e| e["callId"].as_str())
+            .collect();
+        calls.sort_unstable();
+        calls
+    };
+    assert_eq!(ends("tool.started"), ends("tool.completed"), "{kinds:?}");
+    let edit = events
+        .iter()
+        .find(|e| e["type"] == "tool.completed" && e["tool"] == "edit")
+        .unwrap_or_else(|| panic!("the edit never ended: {kinds:?}"));
+    assert_eq!(edit["ok"], false, "{edit}");
+    assert_eq!(edit["error"]["code"], "delegation.tool_failed", "{edit}");
     // The request that went away with the old server is closed after the restart, with no
     // reply of ours.
     let asked = events

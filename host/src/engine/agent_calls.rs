@@ -18,7 +18,9 @@
 //! - **A prompt is a run** of kind `agent`: `agent_start_task` and each `agent_continue` create
 //!   one (the session lists them, latest last). A watcher task follows the session until its
 //!   turn ends and writes what happens as events: `tool.started`/`tool.completed` for the
-//!   agent's tool calls (`input.title`: what the call is about), `text.delta` with the text of
+//!   agent's tool calls (`input.title`: what the call is about; a failed call's error is
+//!   `delegation.tool_failed`, and a call still open when the turn ends is closed with one),
+//!   `text.delta` with the text of
 //!   each finished answer, `permission.requested` and `permission.replied` (`by`: `mcp`,
 //!   `cli`, `http`; no reply when the request went away unanswered), `warning`
 //!   (`delegation.unavailable` while the agent's server does not answer), then `run.completed`
@@ -29,7 +31,8 @@
 //! - **Restarts.** A run the daemon stopped is `interrupted` (its managed server stopped with
 //!   the daemon, so the agent's turn ended unfinished). The next call on its session resumes the
 //!   watcher, which then ends the run by what the session says; `agent_continue` starts a new
-//!   prompt. `POST /v1/runs/:id/resume` resumes it too.
+//!   prompt. `POST /v1/runs/:id/resume` resumes it too. The resumed watcher starts from the
+//!   run's stored events (nothing is written twice; a request pending at the stop is closed).
 //! - **Never auto-approve.** Replies go only through [`Gateway::agent_call`]'s
 //!   `agent_reply_permission`, which the executor checks against the pending requests first.
 
@@ -934,8 +937,8 @@ const MAX_RESUMED_EVENTS: usize = 10_000;
 /// with the old server (no `permission.replied`).
 #[derive(Debug, Default)]
 struct Written {
-    /// The tool calls started, by call id: whether their end was written.
-    tools: HashMap<String, bool>,
+    /// The tool calls started, by call id: the tool, and whether their end was written.
+    tools: HashMap<String, (String, bool)>,
     /// The texts of the answers written (`text.delta`).
     texts: HashSet<String>,
     /// The permission requests written as requested and not as replied.
@@ -952,10 +955,12 @@ impl Written {
                     written
                         .tools
                         .entry(started.call_id.clone())
-                        .or_insert(false);
+                        .or_insert_with(|| (started.tool.clone(), false));
                 }
                 EventPayload::ToolCompleted(completed) => {
-                    written.tools.insert(completed.call_id.clone(), true);
+                    written
+                        .tools
+                        .insert(completed.call_id.clone(), (completed.tool.clone(), true));
                 }
                 EventPayload::TextDelta(delta) => {
                     written.texts.insert(delta.text.clone());
@@ -981,8 +986,8 @@ struct Watch {
     session: SessionId,
     prompted_ms: u64,
     writer: EventWriter,
-    /// The agent's tool calls seen, by call id: whether their end was written.
-    tools: HashMap<String, bool>,
+    /// The agent's tool calls seen, by call id: the tool, and whether their end was written.
+    tools: HashMap<String, (String, bool)>,
     /// Assistant messages whose text was written.
     answered: HashSet<String>,
     /// The texts of the answers written before a restart (a resumed run): the message whose
@@ -1052,6 +1057,7 @@ impl Watch {
             if let Some(end) = self.end(&status) {
                 // A last look, so the events of the turn's end are written before the end.
                 let _ = self.reconcile().await;
+                self.close_unfinished_tools();
                 self.emit(end);
                 return;
             }
@@ -1138,7 +1144,7 @@ impl Watch {
                 }
                 let ended = matches!(status.as_str(), "completed" | "error");
                 if !self.tools.contains_key(call_id) {
-                    self.tools.insert(call_id.clone(), false);
+                    self.tools.insert(call_id.clone(), (tool.clone(), false));
                     self.emit(
                         ToolStarted {
                             call_id: call_id.clone(),
@@ -1148,8 +1154,8 @@ impl Watch {
                         .into(),
                     );
                 }
-                if ended && self.tools.get(call_id) == Some(&false) {
-                    self.tools.insert(call_id.clone(), true);
+                if ended && self.tools.get(call_id).is_some_and(|(_, done)| !done) {
+                    self.tools.insert(call_id.clone(), (tool.clone(), true));
                     let ok = status == "completed";
                     self.emit(
                         ToolCompleted {
@@ -1160,7 +1166,7 @@ impl Watch {
                             truncated: None,
                             duration_ms: None,
                             error: error.as_ref().filter(|_| !ok).map(|e| ErrorObject {
-                                code: "delegation.tool_failed".to_owned(),
+                                code: codes::DELEGATION_TOOL_FAILED.to_owned(),
                                 message: crate::delegation::cap_text(e).0,
                                 retryable: false,
                                 remediation: "The agent sees this error and may try again."
@@ -1228,6 +1234,43 @@ impl Watch {
         }
         self.writer.flush();
         Ok(())
+    }
+
+    /// Write a failed `tool.completed` for every tool call started and not ended when the
+    /// turn is over: the backend leaves a call `running` when its server stopped mid-call (a
+    /// restart of the gateway), and a run's log must not show a call that never ends.
+    fn close_unfinished_tools(&mut self) {
+        let mut open: Vec<(String, String)> = self
+            .tools
+            .iter_mut()
+            .filter(|(_, (_, done))| !*done)
+            .map(|(call_id, (tool, done))| {
+                *done = true;
+                (call_id.clone(), tool.clone())
+            })
+            .collect();
+        open.sort();
+        for (call_id, tool) in open {
+            self.emit(
+                ToolCompleted {
+                    call_id,
+                    tool,
+                    ok: false,
+                    output_preview: None,
+                    truncated: None,
+                    duration_ms: None,
+                    error: Some(ErrorObject {
+                        code: codes::DELEGATION_TOOL_FAILED.to_owned(),
+                        message: "the agent's turn ended before this tool call did".to_owned(),
+                        retryable: false,
+                        remediation: "Read `agent_messages`; `agent_continue` the session to \
+                                      have the agent try again."
+                            .to_owned(),
+                    }),
+                }
+                .into(),
+            );
+        }
     }
 
     fn emit(&mut self, payload: crate::protocol::EventPayload) {
