@@ -684,6 +684,48 @@ fn delegated_tasks_through_the_python_sdk() {
     assert_eq!(read["ok"], true, "{read}");
     let diff = py.ok("agent_diff", json!({"session_id": session}));
     assert_eq!(diff["files"], json!([]), "{diff}");
+    // Paged one message at a time with `before`, newest first: the same messages.
+    let ids = |answer: &Value| -> Vec<String> {
+        answer["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let all = ids(&py.ok("agent_messages", json!({"session_id": session})));
+    assert!(all.len() >= 2, "{all:?}");
+    let mut paged = Vec::new();
+    let mut before = Value::Null;
+    loop {
+        let page = py.ok(
+            "agent_messages",
+            json!({"session_id": session, "limit": 1, "before": before}),
+        );
+        let got = ids(&page);
+        assert!(got.len() <= 1, "{page}");
+        paged.splice(0..0, got);
+        before = page["before"].clone();
+        if before.is_null() || paged.len() > all.len() {
+            break;
+        }
+    }
+    assert_eq!(paged, all);
+    assert_eq!(
+        py.error("agent_messages", json!({"session_id": session, "limit": 0})),
+        "request.invalid"
+    );
+    assert_eq!(
+        py.error(
+            "agent_messages",
+            json!({"session_id": session, "before": "msg_made_up"})
+        ),
+        "request.invalid"
+    );
+    assert_eq!(
+        py.error("agent_status", json!({"session_id": "ses_made_up"})),
+        "delegation.session_not_found"
+    );
 
     // --- An edit: asked, refused replies, approved once, changed, in the diff.
     let task = py.start_task(&ws, &format!("TASK:edit FILE:{} please", file("edit.txt")));
@@ -854,6 +896,16 @@ fn delegated_tasks_through_the_python_sdk() {
     }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(py.status(&session)["state"]["state"], "busy");
+    // No follow-up while it works.
+    let answer = py.call(
+        "agent_continue",
+        json!({"session_id": session, "followup": "TASK:read FILE:x"}),
+    );
+    assert_eq!(
+        answer["structuredContent"]["code"], "delegation.session_busy",
+        "{answer}"
+    );
+    assert_eq!(answer["structuredContent"]["retryable"], true, "{answer}");
     let started = Instant::now();
     let aborted = py.ok("agent_abort", json!({"session_id": session}));
     assert_eq!(aborted["sessionId"], session.as_str(), "{aborted}");
