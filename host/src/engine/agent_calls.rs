@@ -411,9 +411,16 @@ struct Bound {
 
 impl Gateway {
     /// Whether `[delegation] enabled` is on in the config in force (MCP lists the `agent_*`
-    /// tools only then).
+    /// tools only then). When it is off, the executors left from when it was on (the config
+    /// was reloaded) are stopped, in the background: MCP answers an `agent_*` call of a
+    /// gateway with delegation off as an unknown tool, so [`Gateway::agent_call`], which
+    /// stops them too, is never reached from there.
     pub fn delegation_enabled(&self) -> bool {
-        self.config().delegation.enabled
+        let enabled = self.config().delegation.enabled;
+        if !enabled && self.inner.executors.count() > 0 {
+            self.inner.executors.stop_in_background();
+        }
+        enabled
     }
 
     /// Run the `agent_*` call `name` with `input` (its JSON arguments) for `caller`, and answer
