@@ -988,14 +988,22 @@ fn delegated_tasks_through_the_python_sdk() {
     assert!(!servers.is_empty());
     drop(py);
     daemon.terminate();
-    // The managed server stopped with the daemon.
-    for pid in &servers {
-        assert!(
-            !Path::new(&format!("/proc/{pid}")).exists()
-                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s
-                    .rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))),
-            "OpenCode ({pid}) outlived the daemon"
+    // The managed server stopped with the daemon (its processes gone, or dead and not yet
+    // reaped by their new parent).
+    let alive = |pid: &i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while servers.iter().any(alive) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Some(pid) = servers.iter().find(|p| alive(p)) {
+        panic!(
+            "OpenCode ({pid}) outlived the daemon: {}",
+            std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
         );
     }
     let daemon = fixture.start();
@@ -1134,4 +1142,23 @@ fn delegated_tasks_through_the_python_sdk() {
         std::fs::read_to_string(repo.join("restart.txt")).expect("read"),
         TEXT
     );
+
+    // --- Delegation switched off (the config reloaded): no agent tool, the server stopped.
+    assert!(!daemon.opencode_children().is_empty());
+    fixture.write_config(Settings {
+        delegation: false,
+        root: true,
+    });
+    let names = py.tool_names();
+    assert!(!names.iter().any(|n| n.starts_with("agent_")), "{names:?}");
+    assert!(py.call("agent_status", json!({"session_id": session}))["rpcError"].is_object());
+    let until = Instant::now() + Duration::from_secs(15);
+    while !daemon.opencode_children().is_empty() {
+        assert!(
+            Instant::now() < until,
+            "OpenCode still runs with delegation off: {:?}",
+            daemon.opencode_children()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
