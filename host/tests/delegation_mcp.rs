@@ -12,9 +12,14 @@
 //!   even with a provider and a binary configured): no `agent_*` tool, a call is an unknown
 //!   tool, no OpenCode process, no `<state>/delegation`.
 //! - [`delegated_tasks_through_the_python_sdk`]: one daemon, one repository (so one OpenCode
-//!   server, then a second after the daemon's restart): a read-only task, an approved edit,
-//!   a rejected pair of edits, refused replies, an abort, the sandbox stopping an approved write
-//!   outside the workspace, a restart with a permission pending, and the root removed.
+//!   server, then a second after the daemon's restart), in order: a read-only task (the
+//!   repository byte for byte the same, its messages paged); an approved edit (refused
+//!   `always`, made-up and stale replies); two edits rejected at once (`alsoRejected`); an
+//!   abort mid-answer (and `agent_continue` refused while busy); the sandbox stopping an
+//!   approved write outside the workspace; a SIGTERM restart with a permission pending, then
+//!   `agent_continue`; the root made read-only, then removed (every call refused); delegation
+//!   switched off (no tool, the server stopped). The runs of kind `agent` and their events
+//!   are read with the CLI (`runs list`, `runs show --events`).
 
 mod common;
 
@@ -153,8 +158,17 @@ struct Fixture {
 
 /// What `config.toml` holds.
 struct Settings {
+    /// `[delegation] enabled`.
     delegation: bool,
-    root: bool,
+    /// The root `<roots>/rw`: absent (`None`), read-only or writable.
+    root: Option<Access>,
+}
+
+/// How the root is configured.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadOnly,
+    Writable,
 }
 
 impl Fixture {
@@ -183,15 +197,16 @@ impl Fixture {
         self.home.path().join("state")
     }
 
-    /// Write `config.toml`: the writable root (unless `root` is off), the fake provider, and
+    /// Write `config.toml`: the root as `root` says, the fake provider, and
     /// `[delegation]` with `enabled` as said. The daemon reloads the file when its mtime
     /// changes (on its next call).
     fn write_config(&self, settings: Settings) {
         let mut config = String::new();
-        if settings.root {
+        if let Some(access) = settings.root {
             config.push_str(&format!(
-                "[[mcp.roots]]\npath = \"{}\"\nwritable = true\n\n",
-                self.root().display()
+                "[[mcp.roots]]\npath = \"{}\"\nwritable = {}\n\n",
+                self.root().display(),
+                access == Access::Writable
             ));
         }
         config.push_str(&self.fake.toml("fake", ProviderKind::OpenaiCompatible, None));
@@ -285,7 +300,7 @@ impl Daemon {
             .collect()
     }
 
-    /// `runs show RUN` (the run).
+    /// The run `run_id` as `runs list` shows it.
     fn run(&self, run_id: &str) -> Value {
         let runs = self.cli_json(&["runs", "list", "--limit", "200"]);
         runs.into_iter()
@@ -558,7 +573,7 @@ fn delegation_off_offers_no_agent_tool_and_starts_nothing() {
     // Off, though a provider and the binary are configured.
     let fixture = Fixture::new(Settings {
         delegation: false,
-        root: true,
+        root: Some(Access::Writable),
     });
     let repo = fixture.repository("off", &["read.txt"]);
     let daemon = fixture.start();
@@ -598,7 +613,7 @@ fn delegation_off_offers_no_agent_tool_and_starts_nothing() {
 fn delegated_tasks_through_the_python_sdk() {
     let fixture = Fixture::new(Settings {
         delegation: true,
-        root: true,
+        root: Some(Access::Writable),
     });
     let files = [
         "read.txt",
@@ -1100,10 +1115,23 @@ fn delegated_tasks_through_the_python_sdk() {
         TEXT
     );
 
+    // --- The root made read-only: the session, made writable, is refused.
+    fixture.write_config(Settings {
+        delegation: true,
+        root: Some(Access::ReadOnly),
+    });
+    for name in ["agent_status", "agent_messages", "agent_diff"] {
+        assert_eq!(
+            py.error(name, json!({"session_id": session})),
+            "workspace.read_only",
+            "{name}"
+        );
+    }
+
     // --- The root removed from the config: every agent call on the session is refused.
     fixture.write_config(Settings {
         delegation: true,
-        root: false,
+        root: None,
     });
     let calls = [
         ("agent_status", json!({"session_id": session})),
@@ -1147,7 +1175,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert!(!daemon.opencode_children().is_empty());
     fixture.write_config(Settings {
         delegation: false,
-        root: true,
+        root: Some(Access::Writable),
     });
     let names = py.tool_names();
     assert!(!names.iter().any(|n| n.starts_with("agent_")), "{names:?}");
