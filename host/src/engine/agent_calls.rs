@@ -22,7 +22,8 @@
 //!   `delegation.tool_failed`, and a call still open when the turn ends is closed with one),
 //!   `text.delta` with the text of
 //!   each finished answer, `permission.requested` and `permission.replied` (`by`: `mcp`,
-//!   `cli`, `http`; no reply when the request went away unanswered), `warning`
+//!   `cli`, `http`; no reply when the request went away unanswered; a request answered
+//!   before the watcher saw it pending gets both when the watcher sees the reply), `warning`
 //!   (`delegation.unavailable` while the agent's server does not answer), then `run.completed`
 //!   (idle, last answer finished with `stop`), `run.cancelled` (aborted: `agent_abort`, `runs
 //!   cancel`) or `run.failed` (`delegation.task_failed`, or the backend's error). Events are
@@ -88,6 +89,18 @@ impl Caller {
 }
 
 // === inputs ===
+
+/// A reply sent to a permission request, kept until the run's watcher writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentReply {
+    /// How it was answered.
+    pub(crate) reply: PermissionReply,
+    /// Who answered.
+    pub(crate) caller: Caller,
+    /// The request, as it was pending: the watcher writes its `permission.requested` too when
+    /// it answered between two of the watcher's looks (the watcher never saw it pending).
+    pub(crate) request: PermissionRequest,
+}
 
 /// `agent_start_task`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -700,7 +713,16 @@ impl Gateway {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             for id in std::iter::once(&input.request_id).chain(&also_rejected) {
-                replies.insert(id.clone(), (input.reply, caller));
+                if let Some(request) = pending.iter().find(|p| &p.id == id) {
+                    replies.insert(
+                        id.clone(),
+                        AgentReply {
+                            reply: input.reply,
+                            caller,
+                            request: request.clone(),
+                        },
+                    );
+                }
             }
         }
         tracing::info!(
@@ -1233,8 +1255,48 @@ impl Watch {
             self.emit(
                 PermissionReplied {
                     request_id: id,
-                    reply: reply.map(|(r, _)| r.as_str().to_owned()),
-                    by: reply.map(|(_, c)| c.as_str().to_owned()),
+                    reply: reply.as_ref().map(|r| r.reply.as_str().to_owned()),
+                    by: reply.as_ref().map(|r| r.caller.as_str().to_owned()),
+                }
+                .into(),
+            );
+        }
+        // Requests answered between two looks: never seen pending here, but asked and
+        // answered all the same.
+        let mut missed: Vec<AgentReply> = {
+            let mut replies = self
+                .gateway
+                .inner
+                .agent_replies
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<String> = replies
+                .iter()
+                .filter(|(id, r)| {
+                    r.request.session == self.session
+                        && !self.pending.contains(*id)
+                        && !pending.iter().any(|p| &p.id == *id)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| replies.remove(id)).collect()
+        };
+        missed.sort_by(|a, b| a.request.id.cmp(&b.request.id));
+        for answered in missed {
+            self.emit(
+                PermissionRequested {
+                    request_id: answered.request.id.clone(),
+                    session_id: self.session.as_str().to_owned(),
+                    permission: answered.request.permission,
+                    patterns: answered.request.patterns,
+                }
+                .into(),
+            );
+            self.emit(
+                PermissionReplied {
+                    request_id: answered.request.id,
+                    reply: Some(answered.reply.as_str().to_owned()),
+                    by: Some(answered.caller.as_str().to_owned()),
                 }
                 .into(),
             );
