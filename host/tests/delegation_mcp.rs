@@ -442,6 +442,14 @@ impl Py {
             .collect()
     }
 
+    /// The last 40 lines of the daemon's log (`<home>/serve.log`), for a failure's message.
+    fn daemon_log(&self) -> String {
+        let log = self.log.with_file_name("serve.log");
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
     /// `tools/call`: the result (`structuredContent`, `isError`) or `rpcError`.
     fn call(&mut self, name: &str, arguments: Value) -> Value {
         self.request(json!({"op": "call", "name": name, "arguments": arguments}))
@@ -452,7 +460,8 @@ impl Py {
         let answer = self.call(name, arguments.clone());
         assert!(
             answer["isError"] != true && answer.get("rpcError").is_none(),
-            "{name} {arguments}: {answer}"
+            "{name} {arguments}: {answer}\n--- the daemon's log, last lines:\n{}",
+            self.daemon_log()
         );
         answer["structuredContent"].clone()
     }
