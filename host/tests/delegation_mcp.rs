@@ -485,15 +485,30 @@ impl Py {
         self.ok("agent_status", json!({"session_id": session}))
     }
 
-    /// Poll `agent_status` until `done` holds (60 s at most).
+    /// Poll `agent_status` until `done` holds (60 s at most). A retryable error (the agent's
+    /// server restarting: `delegation.unavailable`) is polled again, as its remediation says.
     fn wait(&mut self, session: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let until = Instant::now() + Duration::from_secs(60);
         loop {
-            let status = self.status(session);
-            if done(&status) {
-                return status;
+            let answer = self.call("agent_status", json!({"session_id": session}));
+            let retry =
+                answer["isError"] == true && answer["structuredContent"]["retryable"] == true;
+            if !retry {
+                assert!(
+                    answer["isError"] != true && answer.get("rpcError").is_none(),
+                    "{what}: agent_status: {answer}\n--- the daemon's log, last lines:\n{}",
+                    self.daemon_log()
+                );
+                let status = &answer["structuredContent"];
+                if done(status) {
+                    return status.clone();
+                }
             }
-            assert!(Instant::now() < until, "{what}: still {status}");
+            assert!(
+                Instant::now() < until,
+                "{what}: still {answer}\n--- the daemon's log, last lines:\n{}",
+                self.daemon_log()
+            );
             std::thread::sleep(Duration::from_millis(250));
         }
     }
