@@ -166,9 +166,9 @@ struct Inner {
     // The delegated agents' executors (issue 15), made on first use; stopped at shutdown.
     executors: crate::delegation::pool::Executors,
     // Replies to agents' permission requests, by request id, until the run's watcher writes
-    // its `permission.replied` (who answered, and how).
-    agent_replies:
-        Mutex<HashMap<String, (crate::delegation::PermissionReply, agent_calls::Caller)>>,
+    // its `permission.replied` (who answered, how, and the request itself, for a request the
+    // watcher never saw pending).
+    agent_replies: Mutex<HashMap<String, agent_calls::AgentReply>>,
 }
 
 /// The health probes of one provider configuration (single flight, see [`Gateway::health`]).

@@ -211,6 +211,9 @@ pub mod codes {
     /// The agent's turn ended without finishing (a provider error, a length limit): the
     /// `run.failed` of a delegated task.
     pub const DELEGATION_TASK_FAILED: &str = "delegation.task_failed";
+    /// A delegated agent's tool call failed (its `tool.completed` with `ok: false`): the
+    /// agent sees the error and may try again; or its turn ended before the call did.
+    pub const DELEGATION_TOOL_FAILED: &str = "delegation.tool_failed";
 }
 
 /// Who a message speaks to (issue 12 §5: a remediation names only what its reader has). The

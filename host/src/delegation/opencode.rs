@@ -16,6 +16,9 @@
 //!   then reads the status afresh. Each call subscribes anew: an event between two calls is
 //!   not seen and the call sleeps its whole `max_wait` — keep it short (a second) when
 //!   latency matters.
+//! - Messages are paged by message id ([`Page::before`]); OpenCode's own `before` is an opaque
+//!   cursor, so a page before a message is cut from the whole list (one answer, under the
+//!   body cap).
 //! - The diff is OpenCode's `GET /session/:id/diff` from its snapshot at the session's first
 //!   prompt (the oldest user message among the newest [`MAX_PAGE`] messages): what the agent
 //!   changed since, not the directory's diff against git's `HEAD`.
@@ -361,6 +364,15 @@ impl OpenCode {
         serde_json::from_slice(&body).map_err(|e| protocol(what, format!("not JSON: {e}")))
     }
 
+    /// The raw messages of `page`, oldest first.
+    ///
+    /// OpenCode's own `before` is an opaque cursor of its pages (its `X-Next-Cursor` header),
+    /// not a message id: given a message id it answers 400. So a page before a message is cut
+    /// from the whole list here (one request, at most [`OpenCodeOptions::max_body`] bytes),
+    /// which keeps [`Page::before`] a message id as the `agent_messages` tool says.
+    ///
+    /// # Errors
+    /// `request.invalid` when `before` is no message of the session; [`OpenCode::send`]'s.
     async fn raw_messages(
         &self,
         session: &SessionId,
@@ -370,11 +382,11 @@ impl OpenCode {
         let limit = match page.limit {
             0 => MAX_PAGE,
             n => n.min(MAX_PAGE),
-        }
-        .to_string();
-        let mut query = vec![("directory", info.directory.as_str()), ("limit", &limit)];
-        if let Some(before) = &page.before {
-            query.push(("before", before));
+        };
+        let count = limit.to_string();
+        let mut query = vec![("directory", info.directory.as_str())];
+        if page.before.is_none() {
+            query.push(("limit", &count));
         }
         let path = format!("/session/{}/message", segment(session.as_str()));
         let value = self
@@ -384,10 +396,26 @@ impl OpenCode {
                 Some(session),
             )
             .await?;
-        match value {
-            Value::Array(items) => Ok(items),
-            other => Err(protocol("list messages", format!("not a list: {other}"))),
-        }
+        let items = match value {
+            Value::Array(items) => items,
+            other => return Err(protocol("list messages", format!("not a list: {other}"))),
+        };
+        let Some(before) = &page.before else {
+            return Ok(items);
+        };
+        let end = items
+            .iter()
+            .position(|m| m["info"]["id"].as_str() == Some(before.as_str()))
+            .ok_or_else(|| {
+                GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!("`before`: no message `{before}` in session {session}"),
+                    "Pass as `before` the value a previous page of this session answered, or \
+                     leave it out for the newest messages.",
+                )
+            })?;
+        let start = end.saturating_sub(limit as usize);
+        Ok(items[start..end].to_vec())
     }
 
     async fn permissions(

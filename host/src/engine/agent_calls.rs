@@ -18,9 +18,12 @@
 //! - **A prompt is a run** of kind `agent`: `agent_start_task` and each `agent_continue` create
 //!   one (the session lists them, latest last). A watcher task follows the session until its
 //!   turn ends and writes what happens as events: `tool.started`/`tool.completed` for the
-//!   agent's tool calls (`input.title`: what the call is about), `text.delta` with the text of
+//!   agent's tool calls (`input.title`: what the call is about; a failed call's error is
+//!   `delegation.tool_failed`, and a call still open when the turn ends is closed with one),
+//!   `text.delta` with the text of
 //!   each finished answer, `permission.requested` and `permission.replied` (`by`: `mcp`,
-//!   `cli`, `http`; no reply when the request went away unanswered), `warning`
+//!   `cli`, `http`; no reply when the request went away unanswered; a request answered
+//!   before the watcher saw it pending gets both when the watcher sees the reply), `warning`
 //!   (`delegation.unavailable` while the agent's server does not answer), then `run.completed`
 //!   (idle, last answer finished with `stop`), `run.cancelled` (aborted: `agent_abort`, `runs
 //!   cancel`) or `run.failed` (`delegation.task_failed`, or the backend's error). Events are
@@ -29,7 +32,8 @@
 //! - **Restarts.** A run the daemon stopped is `interrupted` (its managed server stopped with
 //!   the daemon, so the agent's turn ended unfinished). The next call on its session resumes the
 //!   watcher, which then ends the run by what the session says; `agent_continue` starts a new
-//!   prompt. `POST /v1/runs/:id/resume` resumes it too.
+//!   prompt. `POST /v1/runs/:id/resume` resumes it too. The resumed watcher starts from the
+//!   run's stored events (nothing is written twice; a request pending at the stop is closed).
 //! - **Never auto-approve.** Replies go only through [`Gateway::agent_call`]'s
 //!   `agent_reply_permission`, which the executor checks against the pending requests first.
 
@@ -85,6 +89,18 @@ impl Caller {
 }
 
 // === inputs ===
+
+/// A reply sent to a permission request, kept until the run's watcher writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentReply {
+    /// How it was answered.
+    pub(crate) reply: PermissionReply,
+    /// Who answered.
+    pub(crate) caller: Caller,
+    /// The request, as it was pending: the watcher writes its `permission.requested` too when
+    /// it answered between two of the watcher's looks (the watcher never saw it pending).
+    pub(crate) request: PermissionRequest,
+}
 
 /// `agent_start_task`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -408,9 +424,16 @@ struct Bound {
 
 impl Gateway {
     /// Whether `[delegation] enabled` is on in the config in force (MCP lists the `agent_*`
-    /// tools only then).
+    /// tools only then). When it is off, the executors left from when it was on (the config
+    /// was reloaded) are stopped, in the background: MCP answers an `agent_*` call of a
+    /// gateway with delegation off as an unknown tool, so [`Gateway::agent_call`], which
+    /// stops them too, is never reached from there.
     pub fn delegation_enabled(&self) -> bool {
-        self.config().delegation.enabled
+        let enabled = self.config().delegation.enabled;
+        if !enabled && self.inner.executors.count() > 0 {
+            self.inner.executors.stop_in_background();
+        }
+        enabled
     }
 
     /// Run the `agent_*` call `name` with `input` (its JSON arguments) for `caller`, and answer
@@ -690,7 +713,16 @@ impl Gateway {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             for id in std::iter::once(&input.request_id).chain(&also_rejected) {
-                replies.insert(id.clone(), (input.reply, caller));
+                if let Some(request) = pending.iter().find(|p| &p.id == id) {
+                    replies.insert(
+                        id.clone(),
+                        AgentReply {
+                            reply: input.reply,
+                            caller,
+                            request: request.clone(),
+                        },
+                    );
+                }
             }
         }
         tracing::info!(
@@ -885,6 +917,23 @@ impl Gateway {
                 );
                 writer.flush();
             }
+            // A resumed run: what its watcher wrote before the restart, so nothing is
+            // written twice and a request that went away with the old server is closed.
+            let written = if last_seq == 0 {
+                Written::default()
+            } else {
+                match gateway
+                    .inner
+                    .store
+                    .events_after(&run_id, 0, MAX_RESUMED_EVENTS)
+                {
+                    Ok(events) => Written::from_events(&events),
+                    Err(error) => {
+                        tracing::warn!(%run_id, %error, "cannot read a resumed run's events");
+                        Written::default()
+                    }
+                }
+            };
             let mut watch = Watch {
                 gateway: gateway.clone(),
                 live,
@@ -892,9 +941,10 @@ impl Gateway {
                 session: SessionId::new(&record.session_id),
                 prompted_ms: record.prompted_ms,
                 writer,
-                tools: HashMap::new(),
+                tools: written.tools,
                 answered: HashSet::new(),
-                pending: HashSet::new(),
+                texts: written.texts,
+                pending: written.pending,
                 aborted: false,
                 warned: false,
                 started: Instant::now(),
@@ -907,6 +957,56 @@ impl Gateway {
     }
 }
 
+/// The most events of a resumed run read back to rebuild its watcher's state ([`Written`]).
+const MAX_RESUMED_EVENTS: usize = 10_000;
+
+/// What a run's watcher wrote before the daemon stopped, read back from its events when the
+/// run is resumed. Without it the new watcher, which starts from nothing, wrote every tool call
+/// and answer of the turn a second time, and never closed a permission request that went away
+/// with the old server (no `permission.replied`).
+#[derive(Debug, Default)]
+struct Written {
+    /// The tool calls started, by call id: the tool, and whether their end was written.
+    tools: HashMap<String, (String, bool)>,
+    /// The texts of the answers written (`text.delta`).
+    texts: HashSet<String>,
+    /// The permission requests written as requested and not as replied.
+    pending: HashSet<String>,
+}
+
+impl Written {
+    fn from_events(events: &[crate::protocol::AgentEvent]) -> Written {
+        use crate::protocol::EventPayload;
+        let mut written = Written::default();
+        for event in events {
+            match &event.payload {
+                EventPayload::ToolStarted(started) => {
+                    written
+                        .tools
+                        .entry(started.call_id.clone())
+                        .or_insert_with(|| (started.tool.clone(), false));
+                }
+                EventPayload::ToolCompleted(completed) => {
+                    written
+                        .tools
+                        .insert(completed.call_id.clone(), (completed.tool.clone(), true));
+                }
+                EventPayload::TextDelta(delta) => {
+                    written.texts.insert(delta.text.clone());
+                }
+                EventPayload::PermissionRequested(requested) => {
+                    written.pending.insert(requested.request_id.clone());
+                }
+                EventPayload::PermissionReplied(replied) => {
+                    written.pending.remove(&replied.request_id);
+                }
+                _ => {}
+            }
+        }
+        written
+    }
+}
+
 /// The state of one run's watcher.
 struct Watch {
     gateway: Gateway,
@@ -915,10 +1015,13 @@ struct Watch {
     session: SessionId,
     prompted_ms: u64,
     writer: EventWriter,
-    /// The agent's tool calls seen, by call id: whether their end was written.
-    tools: HashMap<String, bool>,
+    /// The agent's tool calls seen, by call id: the tool, and whether their end was written.
+    tools: HashMap<String, (String, bool)>,
     /// Assistant messages whose text was written.
     answered: HashSet<String>,
+    /// The texts of the answers written before a restart (a resumed run): the message whose
+    /// text is one of them is marked answered without writing it again.
+    texts: HashSet<String>,
     /// Permission requests seen pending.
     pending: HashSet<String>,
     /// Whether the watcher asked the agent to stop (the run was cancelled).
@@ -983,6 +1086,7 @@ impl Watch {
             if let Some(end) = self.end(&status) {
                 // A last look, so the events of the turn's end are written before the end.
                 let _ = self.reconcile().await;
+                self.close_unfinished_tools();
                 self.emit(end);
                 return;
             }
@@ -1069,7 +1173,7 @@ impl Watch {
                 }
                 let ended = matches!(status.as_str(), "completed" | "error");
                 if !self.tools.contains_key(call_id) {
-                    self.tools.insert(call_id.clone(), false);
+                    self.tools.insert(call_id.clone(), (tool.clone(), false));
                     self.emit(
                         ToolStarted {
                             call_id: call_id.clone(),
@@ -1079,8 +1183,8 @@ impl Watch {
                         .into(),
                     );
                 }
-                if ended && self.tools.get(call_id) == Some(&false) {
-                    self.tools.insert(call_id.clone(), true);
+                if ended && self.tools.get(call_id).is_some_and(|(_, done)| !done) {
+                    self.tools.insert(call_id.clone(), (tool.clone(), true));
                     let ok = status == "completed";
                     self.emit(
                         ToolCompleted {
@@ -1091,7 +1195,7 @@ impl Watch {
                             truncated: None,
                             duration_ms: None,
                             error: error.as_ref().filter(|_| !ok).map(|e| ErrorObject {
-                                code: "delegation.tool_failed".to_owned(),
+                                code: codes::DELEGATION_TOOL_FAILED.to_owned(),
                                 message: crate::delegation::cap_text(e).0,
                                 retryable: false,
                                 remediation: "The agent sees this error and may try again."
@@ -1113,13 +1217,9 @@ impl Watch {
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
-                if !text.trim().is_empty() {
-                    self.emit(
-                        TextDelta {
-                            text: text.chars().take(MAX_EVENT_TEXT).collect(),
-                        }
-                        .into(),
-                    );
+                let text: String = text.chars().take(MAX_EVENT_TEXT).collect();
+                if !text.trim().is_empty() && !self.texts.remove(&text) {
+                    self.emit(TextDelta { text }.into());
                 }
             }
         }
@@ -1155,14 +1255,91 @@ impl Watch {
             self.emit(
                 PermissionReplied {
                     request_id: id,
-                    reply: reply.map(|(r, _)| r.as_str().to_owned()),
-                    by: reply.map(|(_, c)| c.as_str().to_owned()),
+                    reply: reply.as_ref().map(|r| r.reply.as_str().to_owned()),
+                    by: reply.as_ref().map(|r| r.caller.as_str().to_owned()),
+                }
+                .into(),
+            );
+        }
+        // Requests answered between two looks: never seen pending here, but asked and
+        // answered all the same.
+        let mut missed: Vec<AgentReply> = {
+            let mut replies = self
+                .gateway
+                .inner
+                .agent_replies
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<String> = replies
+                .iter()
+                .filter(|(id, r)| {
+                    r.request.session == self.session
+                        && !self.pending.contains(*id)
+                        && !pending.iter().any(|p| &p.id == *id)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| replies.remove(id)).collect()
+        };
+        missed.sort_by(|a, b| a.request.id.cmp(&b.request.id));
+        for answered in missed {
+            self.emit(
+                PermissionRequested {
+                    request_id: answered.request.id.clone(),
+                    session_id: self.session.as_str().to_owned(),
+                    permission: answered.request.permission,
+                    patterns: answered.request.patterns,
+                }
+                .into(),
+            );
+            self.emit(
+                PermissionReplied {
+                    request_id: answered.request.id,
+                    reply: Some(answered.reply.as_str().to_owned()),
+                    by: Some(answered.caller.as_str().to_owned()),
                 }
                 .into(),
             );
         }
         self.writer.flush();
         Ok(())
+    }
+
+    /// Write a failed `tool.completed` for every tool call started and not ended when the
+    /// turn is over: the backend leaves a call `running` when its server stopped mid-call (a
+    /// restart of the gateway), and a run's log must not show a call that never ends.
+    fn close_unfinished_tools(&mut self) {
+        let mut open: Vec<(String, String)> = self
+            .tools
+            .iter_mut()
+            .filter(|(_, (_, done))| !*done)
+            .map(|(call_id, (tool, done))| {
+                *done = true;
+                (call_id.clone(), tool.clone())
+            })
+            .collect();
+        open.sort();
+        for (call_id, tool) in open {
+            self.emit(
+                ToolCompleted {
+                    call_id,
+                    tool,
+                    ok: false,
+                    output_preview: None,
+                    truncated: None,
+                    duration_ms: None,
+                    error: Some(ErrorObject {
+                        code: codes::DELEGATION_TOOL_FAILED.to_owned(),
+                        message: "the agent's turn ended before this tool call did".to_owned(),
+                        retryable: false,
+                        remediation: "Read `agent_messages`; `agent_continue` the session to \
+                                      have the agent try again."
+                            .to_owned(),
+                    }),
+                }
+                .into(),
+            );
+        }
     }
 
     fn emit(&mut self, payload: crate::protocol::EventPayload) {
