@@ -300,6 +300,23 @@ impl Daemon {
             .collect()
     }
 
+    /// `review-agent-gateway agents <args>` with this daemon's home: its stdout, or the
+    /// failure's stderr.
+    fn agents(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(common::bin())
+            .arg("agents")
+            .args(args)
+            .env("REVIEW_AGENT_GATEWAY_HOME", &self.home)
+            .output()
+            .expect("the CLI runs");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            assert_eq!(out.status.code(), Some(2), "agents {args:?}");
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     /// The run `run_id` as `runs list` shows it.
     fn run(&self, run_id: &str) -> Value {
         let runs = self.cli_json(&["runs", "list", "--limit", "200"]);
@@ -961,7 +978,8 @@ fn delegated_tasks_through_the_python_sdk() {
     );
     assert_eq!(py.status(&session)["runState"], "cancelled");
 
-    // --- The sandbox: every permission approved, a write outside the workspace still fails.
+    // --- The sandbox: every permission approved — from the command line, as the person at
+    // the keyboard does — and a write outside the workspace still fails.
     let outside = std::fs::canonicalize(fixture.outside.path()).expect("canonical");
     let target = outside.join("escaped.txt");
     let task = py.start_task(
@@ -974,16 +992,20 @@ fn delegated_tasks_through_the_python_sdk() {
     loop {
         let status = py.status(&session);
         if status["pendingPermissions"].as_u64() > Some(0) {
-            let pending = py.ok("agent_pending_permissions", json!({"session_id": session}));
+            let listed = daemon
+                .agents(&["permissions", &session, "--json"])
+                .expect("agents permissions");
+            let pending: Value = serde_json::from_str(&listed).expect("JSON");
             for request in pending["permissions"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default()
             {
-                py.ok(
-                    "agent_reply_permission",
-                    json!({"session_id": session, "request_id": request["id"], "reply": "once"}),
-                );
+                let id = request["id"].as_str().expect("id");
+                let answer = daemon
+                    .agents(&["reply", &session, id, "once"])
+                    .expect("agents reply");
+                assert!(answer.contains(&format!("replied once to {id}")), "{answer}");
                 approved.push(
                     request["permission"]
                         .as_str()
@@ -1014,6 +1036,27 @@ fn delegated_tasks_through_the_python_sdk() {
         .collect();
     assert_eq!(writes.len(), 1, "{writes:?}");
     assert_eq!(writes[0].1, "error", "{writes:?}");
+    // The replies went through `agents reply`, and the run says so.
+    let run_id = task["runId"].as_str().expect("runId");
+    daemon.run_ended(run_id);
+    let by_cli: Vec<Value> = daemon
+        .events(run_id)
+        .into_iter()
+        .filter(|e| e["type"] == "permission.replied")
+        .collect();
+    assert!(!by_cli.is_empty(), "no permission.replied");
+    for e in &by_cli {
+        assert_eq!((&e["reply"], &e["by"]), (&json!("once"), &json!("cli")), "{e}");
+    }
+    let listed = daemon.agents(&["list"]).expect("agents list");
+    assert!(listed.contains(&session), "{listed}");
+    let refused = daemon
+        .agents(&["reply", &session, "per_madeup", "once"])
+        .expect_err("a made-up request is refused");
+    assert!(
+        refused.contains("error[delegation.permission_not_pending]"),
+        "{refused}"
+    );
 
     // --- A restart with a permission pending: the session survives, `agent_continue` works.
     let task = py.start_task(
