@@ -9,6 +9,8 @@ ours / peer (< 1: we are faster).
 Rows:
   start     the first task until its session id is known: starting the server (and, ours, the
             sandbox) included; for the peer, `opencode serve` until healthy + POST /session.
+  prompt    a new session with its prompt accepted (ours `agent_start_task`; the peer's POST
+            /session + POST /session/:id/prompt_async), on a running server.
   task      a read-only task from its prompt until the agent is done (idle, last answer
             `stop`), polling every 100 ms, after a warm-up task on each side.
   status    one status read: ours `agent_status` over /mcp; the peer's GET /session/status plus
@@ -161,10 +163,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def peer_task(peer, repo, text):
+def peer_task(peer, repo, text, prompts=None):
     start = time.perf_counter()
     sid = peer.session(repo)
     peer.prompt(repo, sid, text)
+    if prompts is not None:
+        prompts.append(time.perf_counter() - start)
     deadline = time.time() + 120
     while not peer.done(repo, sid):
         if time.time() > deadline:
@@ -221,7 +225,11 @@ async def ours(a, port, token, repo, text):
 
         first, _, _ = await task()
         rows["start"] = [first]
-        rows["task"] = [(await task())[1] for _ in range(a.runs)]
+        rows["prompt"], rows["task"] = [], []
+        for _ in range(a.runs):
+            prompt, whole, _ = await task()
+            rows["prompt"].append(prompt)
+            rows["task"].append(whole)
         _, _, sid = await task()
         samples = []
         for _ in range(a.polls):
@@ -255,7 +263,9 @@ def main():
         peer.prompt(repo, sid, text)
         while not peer.done(repo, sid):
             time.sleep(0.1)
-        peer_rows["task"] = [peer_task(peer, repo, text)[0] for _ in range(a.runs)]
+        peer_rows["prompt"] = []
+        peer_rows["task"] = [peer_task(peer, repo, text, peer_rows["prompt"])[0]
+                             for _ in range(a.runs)]
         samples = []
         for _ in range(a.polls):
             t = time.perf_counter()
@@ -282,7 +292,7 @@ def main():
         print("ours: MCP (Python SDK) -> gateway -> sandboxed opencode serve it started; "
               "peer: HTTP -> opencode serve started by hand, unconfined")
         print(f"{'row':<8} {'ours':>17} {'peer':>17} {'ours/peer':>10}")
-        for row in ["start", "task", "status"]:
+        for row in ["start", "prompt", "task", "status"]:
             o, q = stats(our_rows[row]), stats(peer_rows[row])
             print(f"{row:<8} {o[0]:>8.1f} / {o[1]:<6.1f} {q[0]:>8.1f} / {q[1]:<6.1f} "
                   f"{o[0] / q[0]:>9.2f}x")

@@ -1005,7 +1005,10 @@ fn delegated_tasks_through_the_python_sdk() {
                 let answer = daemon
                     .agents(&["reply", &session, id, "once"])
                     .expect("agents reply");
-                assert!(answer.contains(&format!("replied once to {id}")), "{answer}");
+                assert!(
+                    answer.contains(&format!("replied once to {id}")),
+                    "{answer}"
+                );
                 approved.push(
                     request["permission"]
                         .as_str()
@@ -1046,7 +1049,11 @@ fn delegated_tasks_through_the_python_sdk() {
         .collect();
     assert!(!by_cli.is_empty(), "no permission.replied");
     for e in &by_cli {
-        assert_eq!((&e["reply"], &e["by"]), (&json!("once"), &json!("cli")), "{e}");
+        assert_eq!(
+            (&e["reply"], &e["by"]),
+            (&json!("once"), &json!("cli")),
+            "{e}"
+        );
     }
     let listed = daemon.agents(&["list"]).expect("agents list");
     assert!(listed.contains(&session), "{listed}");

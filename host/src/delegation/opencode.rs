@@ -460,8 +460,14 @@ impl OpenCode {
 
     async fn read_status(&self, session: &SessionId) -> Result<Status, GatewayError> {
         let info = self.session(session)?;
-        let statuses = self
-            .send(
+        // The three reads are independent and go out together (one round trip, not three).
+        // Read at about the same instant, they are reconciled below as when read in turn.
+        let page = Page {
+            limit: 20,
+            before: None,
+        };
+        let (statuses, recent, pending) = futures_util::future::try_join3(
+            self.send(
                 self.request(
                     Method::GET,
                     "/session/status",
@@ -469,8 +475,11 @@ impl OpenCode {
                 ),
                 "read session status",
                 None,
-            )
-            .await?;
+            ),
+            self.raw_messages(session, &info, &page),
+            self.permissions(session, &info),
+        )
+        .await?;
         // Idle sessions are absent from the map.
         let entry = &statuses[session.as_str()];
         let mut state = match entry["type"].as_str() {
@@ -481,16 +490,6 @@ impl OpenCode {
             },
             _ => SessionState::Idle,
         };
-        let recent = self
-            .raw_messages(
-                session,
-                &info,
-                &Page {
-                    limit: 20,
-                    before: None,
-                },
-            )
-            .await?;
         let messages: Vec<Message> = recent.iter().filter_map(message).collect();
         // Only messages of the latest prompt count (a previous task's `stop` is not this
         // one's); a millisecond clock on the same machine, with a second of slack.
@@ -528,7 +527,7 @@ impl OpenCode {
             && last_assistant.is_some_and(|m| {
                 m.finish.as_deref() == Some("stop") && m.error.is_none() && m.completed_ms.is_some()
             });
-        let pending_permissions = self.permissions(session, &info).await?.len();
+        let pending_permissions = pending.len();
         Ok(Status {
             state,
             completed,
