@@ -1225,10 +1225,9 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
         let error_code = run.error.as_ref().map(|e| e.code.as_str());
         // An MCP tool call (kind `tool`) says which tool ran; a delegated task (kind
         // `agent`) names its session.
-        let tool = run.request["tool"]
-            .as_str()
-            .or_else(|| run.request["sessionId"].as_str());
-        let detail = match (error_code, tool) {
+        let tool = run.request["tool"].as_str();
+        let session = run.request["sessionId"].as_str();
+        let detail = match (error_code, tool.or(session)) {
             (Some(code), Some(tool)) => Some(format!("{tool}: {code}")),
             (Some(code), None) => Some(code.to_owned()),
             (None, Some(tool)) => Some(tool.to_owned()),
@@ -1255,6 +1254,7 @@ fn runs_list(limit: usize, format: ListFormat) -> Result<(), GatewayError> {
                     "projectPath": target.get("projectPath"),
                     "mergeRequestIid": target.get("mergeRequestIid"),
                     "tool": tool, "workspace": run.request.get("workspace"),
+                    "sessionId": session,
                 });
                 out.push_str(&format!("{line}\n"));
             }

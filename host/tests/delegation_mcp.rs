@@ -17,7 +17,7 @@
 //!   `always`, made-up and stale replies); two edits rejected at once (`alsoRejected`); an
 //!   abort mid-answer (and `agent_continue` refused while busy); the sandbox stopping an
 //!   approved write outside the workspace; a SIGTERM restart with a permission pending, then
-//!   `agent_continue`; the root made read-only, then removed (every call refused); delegation
+//!   `agent_continue`; the root made read-only, then removed (every call refused, its server stopped); delegation
 //!   switched off (no tool, the server stopped). The runs of kind `agent` and their events
 //!   are read with the CLI (`runs list`, `runs show --events`).
 
@@ -1244,8 +1244,25 @@ fn delegated_tasks_through_the_python_sdk() {
         std::fs::read_to_string(repo.join("restart.txt")).expect("read"),
         TEXT
     );
+    // The server started for that workspace stops too: it must not keep its access.
+    let until = Instant::now() + Duration::from_secs(15);
+    while !daemon.opencode_children().is_empty() {
+        assert!(
+            Instant::now() < until,
+            "OpenCode still runs for a workspace outside the roots: {:?}",
+            daemon.opencode_children()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // --- Delegation switched off (the config reloaded): no agent tool, the server stopped.
+    fixture.write_config(Settings {
+        delegation: true,
+        root: Some(Access::Writable),
+    });
+    let task = py.start_task(&ws, &format!("TASK:read FILE:{} please", file("read.txt")));
+    let again = task["sessionId"].as_str().expect("sessionId").to_owned();
+    py.wait(&again, "completed", |s| s["completed"] == json!(true));
     assert!(!daemon.opencode_children().is_empty());
     fixture.write_config(Settings {
         delegation: false,

@@ -130,6 +130,7 @@ impl Executors {
                 format!("Use one of: {}.", EXECUTORS.join(", ")),
             ));
         }
+        // Invariant: a managed server's key starts with `opencode:<dir>:` ([`Executors::stop_for`]).
         let key = match &setup.config.opencode_url {
             Some(url) => format!("opencode@{url}"),
             None => format!("opencode:{}:{writable}", dir.display()),
@@ -159,6 +160,28 @@ impl Executors {
             std::mem::take(&mut state.slots)
         };
         drop(old);
+    }
+
+    /// Stop the managed servers made for the directory `dir` (a workspace whose directory left
+    /// the roots), on a thread of their own; a configured server's client is left alone.
+    pub fn stop_for(&self, dir: &Path) {
+        let prefix = format!("opencode:{}:", dir.display());
+        let old: HashMap<_, _> = {
+            let mut state = self.lock();
+            let keys: Vec<String> = state
+                .slots
+                .keys()
+                .filter(|k| k.starts_with(&prefix))
+                .cloned()
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| state.slots.remove_entry(&k))
+                .collect()
+        };
+        if !old.is_empty() {
+            tracing::info!(dir = %dir.display(), "stopping the agent's server of a workspace that left the roots");
+        }
+        stop_in_background(old);
     }
 
     /// [`Executors::stop_all`] without waiting: the servers stop on a thread of their own.

@@ -15,6 +15,8 @@
 //!   inside the roots configured now, to the very directory the session was made in
 //!   ([`crate::workspace::Workspaces::get`]; `workspace.outside_roots`, `workspace.not_found`),
 //!   and a session made writable is refused once its root is read-only (`workspace.read_only`).
+//!   A workspace that left the roots also has its managed server stopped
+//!   ([`crate::delegation::pool::Executors::stop_for`]): it must not keep its write access.
 //! - **A prompt is a run** of kind `agent`: `agent_start_task` and each `agent_continue` create
 //!   one (the session lists them, latest last). A watcher task follows the session until its
 //!   turn ends and writes what happens as events: `tool.started`/`tool.completed` for the
@@ -775,7 +777,19 @@ impl Gateway {
             .store
             .get_agent_session(session_id)?
             .ok_or_else(|| unknown_session(session_id))?;
-        let workspace = self.workspaces().get(&record.workspace)?;
+        let workspace = match self.workspaces().get(&record.workspace) {
+            Ok(workspace) => workspace,
+            Err(error) => {
+                // The directory left the roots (or was removed, or replaced): the server the
+                // gateway started for it must not keep its access either.
+                if error.code != codes::STORE_UNAVAILABLE {
+                    self.inner
+                        .executors
+                        .stop_for(std::path::Path::new(&record.directory));
+                }
+                return Err(error);
+            }
+        };
         if workspace.dir() != std::path::Path::new(&record.directory) {
             return Err(GatewayError::new(
                 codes::WORKSPACE_OUTSIDE_ROOTS,
