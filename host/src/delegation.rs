@@ -103,7 +103,9 @@ pub enum SessionState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
-    /// What the session is doing.
+    /// What the session is doing: `state` (`busy`, `retry` with `attempt` and `message`,
+    /// `idle`), flattened into the status.
+    #[serde(flatten)]
     pub state: SessionState,
     /// Idle, and the last assistant message after the latest prompt finished with `stop`.
     pub completed: bool,

@@ -1336,18 +1336,24 @@ fn run_text(run: &review_agent_gateway::store::RunRecord) -> String {
         line("finished", finished);
     }
     let completed: Vec<String> = run.completed_stages.iter().map(wire_name).collect();
-    line(
-        "stage",
-        &format!(
-            "{} (completed: {})",
-            run.stage.as_ref().map_or("-".to_owned(), wire_name),
-            if completed.is_empty() {
-                "none".to_owned()
-            } else {
-                completed.join(", ")
-            }
-        ),
-    );
+    // Reviews have stages; a chat, a tool call or a delegated prompt has none.
+    if run.stage.is_some() || run.kind == review_agent_gateway::protocol::RunKind::Review {
+        line(
+            "stage",
+            &format!(
+                "{} (completed: {})",
+                run.stage.as_ref().map_or("-".to_owned(), wire_name),
+                if completed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    completed.join(", ")
+                }
+            ),
+        );
+    }
+    if let Some(session) = run.request["sessionId"].as_str() {
+        line("session", session);
+    }
     line("findings", &run.finding_count.to_string());
     line("last seq", &run.last_seq.to_string());
     if run.from_cache {

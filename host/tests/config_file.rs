@@ -696,3 +696,31 @@ fn delegation_is_opt_in_and_a_configured_server_needs_a_password() {
         "unknown field",
     );
 }
+
+#[test]
+fn delegation_needs_a_provider_when_the_gateway_starts_opencode() {
+    // No `provider`: the error points at the `[delegation]` table (the key is absent).
+    check_invalid(
+        "port = 4317\n\n[delegation]\nenabled = true\n",
+        Some("delegation"),
+        3,
+        "needs a model: set `provider`",
+    );
+    check_invalid(
+        "[[providers]]\nid = \"local\"\nkind = \"openai-compatible\"\n\
+         base_url = \"http://127.0.0.1:1/v1\"\n\n[delegation]\nenabled = true\n\
+         provider = \"locall\"\n",
+        Some("delegation.provider"),
+        8,
+        "no `[[providers]]` entry has id `locall`",
+    );
+    // A server of the user's own needs no provider; off, nothing is required.
+    assert!(
+        parse(
+            "[delegation]\nenabled = true\nopencode_url = \"http://127.0.0.1:4096\"\n\
+         opencode_password_env = \"OPENCODE_SERVER_PASSWORD\"\n"
+        )
+        .is_ok()
+    );
+    assert!(parse("[delegation]\nprovider = \"nowhere\"\n").is_ok());
+}

@@ -704,7 +704,7 @@ fn delegated_tasks_through_the_python_sdk() {
     let status = py.wait(&session, "completion", |s| s["completed"] == true);
     assert_eq!(status["sessionId"], session.as_str(), "{status}");
     assert_eq!(status["runId"], run_id.as_str(), "{status}");
-    assert_eq!(status["state"]["state"], "idle", "{status}");
+    assert_eq!(status["state"], "idle", "{status}");
     assert_eq!(status["finish"], "stop", "{status}");
     assert_eq!(status["pendingPermissions"], 0, "{status}");
     assert_eq!(
@@ -902,9 +902,7 @@ fn delegated_tasks_through_the_python_sdk() {
     );
     assert_eq!(replied["reply"], "reject", "{replied}");
     assert_eq!(replied["alsoRejected"], json!([ids[1]]), "{replied}");
-    let status = py.wait(&session, "the end of the turn", |s| {
-        s["state"]["state"] == "idle"
-    });
+    let status = py.wait(&session, "the end of the turn", |s| s["state"] == "idle");
     assert_eq!(status["completed"], false, "{status}");
     assert_eq!(status["pendingPermissions"], 0, "{status}");
     assert_eq!(
@@ -951,7 +949,7 @@ fn delegated_tasks_through_the_python_sdk() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(py.status(&session)["state"]["state"], "busy");
+    assert_eq!(py.status(&session)["state"], "busy");
     // No follow-up while it works.
     let answer = py.call(
         "agent_continue",
@@ -965,9 +963,7 @@ fn delegated_tasks_through_the_python_sdk() {
     let started = Instant::now();
     let aborted = py.ok("agent_abort", json!({"session_id": session}));
     assert_eq!(aborted["sessionId"], session.as_str(), "{aborted}");
-    let status = py.wait(&session, "idle after the abort", |s| {
-        s["state"]["state"] == "idle"
-    });
+    let status = py.wait(&session, "idle after the abort", |s| s["state"] == "idle");
     assert!(started.elapsed() < Duration::from_secs(15));
     assert_eq!(status["completed"], false, "{status}");
     let run = daemon.run_ended(&run_id);
@@ -1016,7 +1012,7 @@ fn delegated_tasks_through_the_python_sdk() {
                         .to_owned(),
                 );
             }
-        } else if status["state"]["state"] == "idle" {
+        } else if status["state"] == "idle" {
             break;
         }
         assert!(
@@ -1099,9 +1095,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert_eq!(daemon.run(&first_run)["state"], "interrupted");
     let mut py = daemon.client();
     // The session is known; its server (started again) ended the turn unfinished.
-    let status = py.wait(&session, "idle after the restart", |s| {
-        s["state"]["state"] == "idle"
-    });
+    let status = py.wait(&session, "idle after the restart", |s| s["state"] == "idle");
     assert_eq!(status["runId"], first_run.as_str(), "{status}");
     assert_eq!(status["completed"], false, "{status}");
     assert_eq!(status["pendingPermissions"], 0, "{status}");

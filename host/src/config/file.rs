@@ -929,8 +929,9 @@ impl Config {
         if self.delegation.enabled && self.delegation.opencode_url.is_none() {
             match &self.delegation.provider {
                 None => {
+                    // `provider` is absent: point at the `[delegation]` table itself.
                     return Err(at(
-                        [key("delegation"), key("provider")],
+                        [key("delegation")],
                         "the OpenCode server the gateway starts needs a model: set `provider` \
                          to the id of a `[[providers]]` entry (or set `opencode_url` to use a \
                          server you run yourself)"

@@ -121,7 +121,9 @@ pub struct AgentStartTaskInput {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSessionInput {
-    /// The session id `agent_start_task` answered.
+    /// The session id `agent_start_task` answered (its `sessionId`; that spelling is
+    /// accepted too).
+    #[serde(alias = "sessionId")]
     pub session_id: String,
 }
 
@@ -129,7 +131,9 @@ pub struct AgentSessionInput {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentMessagesInput {
-    /// The session id `agent_start_task` answered.
+    /// The session id `agent_start_task` answered (its `sessionId`; that spelling is
+    /// accepted too).
+    #[serde(alias = "sessionId")]
     pub session_id: String,
     /// How many messages (newest first, returned oldest first); 1–200, default 50.
     #[serde(default)]
@@ -143,7 +147,9 @@ pub struct AgentMessagesInput {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentContinueInput {
-    /// The session id `agent_start_task` answered.
+    /// The session id `agent_start_task` answered (its `sessionId`; that spelling is
+    /// accepted too).
+    #[serde(alias = "sessionId")]
     pub session_id: String,
     /// The next instruction (at most 64 KiB). Refused while the agent is busy.
     pub followup: String,
@@ -153,9 +159,13 @@ pub struct AgentContinueInput {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentReplyInput {
-    /// The session id `agent_start_task` answered.
+    /// The session id `agent_start_task` answered (its `sessionId`; that spelling is
+    /// accepted too).
+    #[serde(alias = "sessionId")]
     pub session_id: String,
-    /// The permission request's id, from `agent_pending_permissions`.
+    /// The permission request's id, from `agent_pending_permissions` (`requestId` is
+    /// accepted too).
+    #[serde(alias = "requestId")]
     pub request_id: String,
     /// `once` (allow this request), `reject` (refuse it — and every other pending request of
     /// the session), or `always` (only when the gateway's config allows it).
@@ -1396,14 +1406,21 @@ fn wire<T: Serialize>(value: &T) -> String {
 }
 
 fn check_text(field: &str, text: &str) -> Result<(), GatewayError> {
-    if text.trim().is_empty() || text.len() > MAX_TASK_BYTES {
-        return Err(GatewayError::new(
-            codes::REQUEST_INVALID,
-            format!("`{field}` must be 1 byte to {MAX_TASK_BYTES} bytes of text"),
-            format!("Say what the agent should do in `{field}`, in at most 64 KiB."),
-        ));
-    }
-    Ok(())
+    let problem = if text.trim().is_empty() {
+        format!("`{field}` is blank")
+    } else if text.len() > MAX_TASK_BYTES {
+        format!(
+            "`{field}` is {} bytes, over the {MAX_TASK_BYTES} allowed",
+            text.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(GatewayError::new(
+        codes::REQUEST_INVALID,
+        problem,
+        format!("Say what the agent should do in `{field}`, in at most 64 KiB."),
+    ))
 }
 
 fn unknown_session(session_id: &str) -> GatewayError {
