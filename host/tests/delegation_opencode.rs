@@ -3,7 +3,7 @@
 //! installed by `npm ci` in `.ci/run`; `rg` on PATH), started and
 //! supervised by [`OpenCodeServer`] in the real sandbox (the gateway's binary as the helper,
 //! Landlock), driven by a scripted fake OpenAI-compatible model
-//! (`common::fake_provider` with a responder): the model reads `README.txt` with OpenCode's
+//! (`common::fake_provider` with the responder `common::agent_model::respond`): the model reads `README.txt` with OpenCode's
 //! `read` tool, then (edit tasks) changes it with `edit` — which asks permission — then
 //! stops. Each test has its own repository, server and fake model.
 
@@ -12,7 +12,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::fake_provider::{FAKE_MODEL, FakeProvider, OpenAiStream, RecordedRequest, Reply};
+use common::agent_model::{opencode_binary, respond};
+use common::fake_provider::{FAKE_MODEL, FakeProvider};
 use review_agent_gateway::delegation::opencode::{
     OpenCode, OpenCodeOptions, OpenCodeServer, ServerSpec,
 };
@@ -21,89 +22,12 @@ use review_agent_gateway::delegation::{
 };
 use review_agent_gateway::error::codes;
 use review_agent_gateway::sandbox::{Sandbox, SandboxMode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const README: &str = "hello from the fixture\nsecond line\n";
 
 /// The `opencode` of extension-bridge's node_modules: the platform package
 /// `opencode-linux-x64` itself (the `opencode-ai` wrapper cannot be locked for `npm ci` where
-/// the registry lacks its other platforms' packages; see `.ci/run`).
-fn opencode_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../extension-bridge/node_modules/opencode-linux-x64/bin/opencode");
-    assert!(
-        path.exists(),
-        "{} is missing: run `npm ci` in extension-bridge (as .ci/run does)",
-        path.display()
-    );
-    path
-}
-
-/// What the fake model answers: driven by the task marker in the prompt and by how many tool
-/// results the conversation holds, so OpenCode's own requests (a session title) at any time
-/// do not upset the script.
-fn respond(request: &RecordedRequest) -> Reply {
-    let body = request.json();
-    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
-    if !has_tools {
-        // The title request (no tools offered).
-        return OpenAiStream::new()
-            .text("Fixture task")
-            .end("stop", 5, 2)
-            .into();
-    }
-    let text = body["messages"].to_string();
-    let file = text
-        .split("FILE:")
-        .nth(1)
-        .and_then(|rest| rest.split([' ', '"', '\\']).next())
-        .unwrap_or_default()
-        .to_owned();
-    let tool_results = body["messages"]
-        .as_array()
-        .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
-        .unwrap_or_default();
-    let call = |id: &str, name: &str, args: Value| -> Reply {
-        OpenAiStream::new()
-            .tool_call(0, id, name, &[&args.to_string()])
-            .end("tool_calls", 10, 5)
-            .into()
-    };
-    let stop = || -> Reply {
-        OpenAiStream::new()
-            .text("All done.")
-            .end("stop", 10, 3)
-            .into()
-    };
-    if text.contains("TASK:slow") {
-        // A model that takes a minute to answer: aborted long before.
-        let mut stream = OpenAiStream::new().delay(Duration::from_millis(300));
-        for i in 0..200 {
-            stream = stream.text(&format!("word{i} "));
-        }
-        return stream.end("stop", 10, 200).into();
-    }
-    if text.contains("TASK:escape") {
-        return match tool_results {
-            0 => call(
-                "call_write",
-                "write",
-                json!({"filePath": file, "content": "written from the sandbox\n"}),
-            ),
-            _ => stop(),
-        };
-    }
-    match (text.contains("TASK:edit"), tool_results) {
-        (_, 0) => call("call_read", "read", json!({"filePath": file})),
-        (true, 1) => call(
-            "call_edit",
-            "edit",
-            json!({"filePath": file, "oldString": "hello", "newString": "goodbye"}),
-        ),
-        _ => stop(),
-    }
-}
-
 /// A repository with `README.txt`, a fake model, and an OpenCode server serving the
 /// repository, with its client.
 struct Fixture {

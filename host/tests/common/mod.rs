@@ -1,6 +1,7 @@
 //! Helpers shared by the test binaries that spawn the real program (`mod common;`).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod agent_model;
 pub mod fake_provider;
 pub mod http;
 
