@@ -188,6 +188,7 @@ impl ServerHandler for McpTools {
         // A tool the config switches off (the commands, unless `[mcp] commands = true`) is not
         // listed: an agent should not plan with it. Called anyway, it answers `tool.disabled`
         // with the key to change.
+        let delegation = self.gateway.delegation_enabled();
         let tools = std::iter::once(workspace_open_tool())
             .chain(
                 self.gateway
@@ -201,7 +202,7 @@ impl ServerHandler for McpTools {
             .chain(
                 AGENT_CALLS
                     .iter()
-                    .filter(|c| c.mcp && self.gateway.delegation_enabled())
+                    .filter(|c| c.mcp && delegation)
                     .map(agent_tool),
             )
             .collect();

@@ -166,16 +166,7 @@ fn call_daemon(call: &str, input: &Value) -> Result<Value, Refusal> {
     let loaded = Config::load(None).map_err(GatewayError::from)?;
     let (port, _) = daemon_port(&paths, Some(&loaded));
     let token = Token::load(&paths.token_file()).map_err(|_| not_running(port))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            GatewayError::new(
-                codes::INTERNAL,
-                format!("cannot start the async runtime: {e}"),
-                "Report this bug.",
-            )
-        })?;
+    let runtime = crate::model_cli::runtime()?;
     let answer: Result<Value, Refusal> = runtime.block_on(async {
         let client = reqwest::Client::builder()
             .no_proxy()

@@ -154,12 +154,7 @@ impl Executors {
     /// [`crate::process::KILL_WAIT`] per server. Called at shutdown and when delegation is
     /// switched off.
     pub fn stop_all(&self) {
-        let old = {
-            let mut state = self.lock();
-            state.setup = None;
-            std::mem::take(&mut state.slots)
-        };
-        drop(old);
+        drop(self.take_all());
     }
 
     /// Stop the managed servers made for the directory `dir` (a workspace whose directory left
@@ -186,12 +181,14 @@ impl Executors {
 
     /// [`Executors::stop_all`] without waiting: the servers stop on a thread of their own.
     pub fn stop_in_background(&self) {
-        let old = {
-            let mut state = self.lock();
-            state.setup = None;
-            std::mem::take(&mut state.slots)
-        };
-        stop_in_background(old);
+        stop_in_background(self.take_all());
+    }
+
+    /// Every executor, taken out (the setup forgotten): the next [`Executors::get`] starts anew.
+    fn take_all(&self) -> HashMap<String, Arc<tokio::sync::OnceCell<Arc<dyn Executor>>>> {
+        let mut state = self.lock();
+        state.setup = None;
+        std::mem::take(&mut state.slots)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

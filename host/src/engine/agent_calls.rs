@@ -480,8 +480,8 @@ impl Gateway {
                 ),
             ));
         }
+        // Off: `delegation_enabled` has also stopped what was left from when it was on.
         if !self.delegation_enabled() {
-            self.inner.executors.stop_in_background();
             return Err(GatewayError::new(
                 codes::DELEGATION_DISABLED,
                 "delegation to a coding agent is switched off",
