@@ -550,6 +550,15 @@ fn delegation_off_offers_no_agent_tool_and_starts_nothing() {
             "{name}: {answer}"
         );
     }
+    // The command line is refused too, with the key to change.
+    let refused = daemon
+        .agents(&["list"])
+        .expect_err("agents list with delegation off");
+    assert!(refused.contains("error[delegation.disabled]"), "{refused}");
+    assert!(
+        refused.contains("remediation: Set `enabled = true`"),
+        "{refused}"
+    );
     assert!(daemon.opencode_children().is_empty());
     assert!(!fixture.state().join("delegation").exists());
     assert!(fixture.fake.requests().is_empty(), "the model was called");
@@ -582,6 +591,33 @@ fn delegated_tasks_through_the_python_sdk() {
     let ws = opened["workspace"].as_str().expect("workspace").to_owned();
     assert_eq!(opened["writable"], true, "{opened}");
     // Nothing started before the first task.
+    assert!(daemon.opencode_children().is_empty());
+    // Careless starts are refused before anything starts: an executor we do not have, a
+    // blank task, a task over 64 KiB, a handle nobody opened.
+    for (arguments, code) in [
+        (
+            json!({"executor": "codex", "task": "TASK:read", "workspace": ws}),
+            "delegation.executor_unknown",
+        ),
+        (
+            json!({"executor": "opencode", "task": " \n\t", "workspace": ws}),
+            "request.invalid",
+        ),
+        (
+            json!({"executor": "opencode", "task": "x".repeat(64 * 1024 + 1), "workspace": ws}),
+            "request.invalid",
+        ),
+        (
+            json!({"executor": "opencode", "task": "TASK:read", "workspace": "ws_0123456789abcdef0123456789abcdef"}),
+            "workspace.unknown",
+        ),
+    ] {
+        assert_eq!(
+            py.error("agent_start_task", arguments.clone()),
+            code,
+            "{arguments}"
+        );
+    }
     assert!(daemon.opencode_children().is_empty());
 
     // --- A read-only task: completed, the repository byte for byte the same.
