@@ -23,13 +23,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::agent_model::{opencode_binary, respond};
+use common::agent_model::{opencode_binary, respond, work_tree};
 use common::fake_provider::FakeProvider;
 use common::{git, read_port, token};
 use review_agent_gateway::config::ProviderKind;
@@ -483,30 +482,6 @@ impl Drop for Py {
     }
 }
 
-/// The work tree's files outside `.git` (their bytes), `git status` and `HEAD`.
-fn tree(repo: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, String, String) {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![repo.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.file_name().is_some_and(|n| n == ".git") {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).expect("read"));
-            }
-        }
-    }
-    (
-        files,
-        git(repo, &["status", "--porcelain"]),
-        git(repo, &["rev-parse", "HEAD"]),
-    )
-}
-
 /// The types of `events`.
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().filter_map(|e| e["type"].as_str()).collect()
@@ -621,7 +596,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert!(daemon.opencode_children().is_empty());
 
     // --- A read-only task: completed, the repository byte for byte the same.
-    let before = tree(&repo);
+    let before = work_tree(&repo);
     let task = py.start_task(&ws, &format!("TASK:read FILE:{} please", file("read.txt")));
     let session = task["sessionId"].as_str().expect("sessionId").to_owned();
     let run_id = task["runId"].as_str().expect("runId").to_owned();
@@ -649,7 +624,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert_eq!(status["finish"], "stop", "{status}");
     assert_eq!(status["pendingPermissions"], 0, "{status}");
     assert_eq!(
-        tree(&repo),
+        work_tree(&repo),
         before,
         "a read-only task changed the repository"
     );
@@ -821,7 +796,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert_eq!(kinds.last(), Some(&"run.completed"), "{kinds:?}");
 
     // --- Two edits at once, one rejected: both refused, nothing changed.
-    let before = tree(&repo);
+    let before = work_tree(&repo);
     let task = py.start_task(
         &ws,
         &format!(
@@ -847,7 +822,7 @@ fn delegated_tasks_through_the_python_sdk() {
     assert_eq!(status["completed"], false, "{status}");
     assert_eq!(status["pendingPermissions"], 0, "{status}");
     assert_eq!(
-        tree(&repo),
+        work_tree(&repo),
         before,
         "a rejected edit changed the repository"
     );

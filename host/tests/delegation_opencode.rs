@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::agent_model::{opencode_binary, respond};
+use common::agent_model::{opencode_binary, respond, work_tree};
 use common::fake_provider::{FAKE_MODEL, FakeProvider};
 use review_agent_gateway::delegation::opencode::{
     OpenCode, OpenCodeOptions, OpenCodeServer, ServerSpec,
@@ -143,28 +143,6 @@ impl Fixture {
         }
     }
 
-    /// The work tree's files (outside `.git`) and `git status`.
-    fn tree(&self) -> (Vec<(PathBuf, Vec<u8>)>, String) {
-        let mut files = Vec::new();
-        let mut stack = vec![self.repo.path().to_owned()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).expect("read dir") {
-                let path = entry.expect("entry").path();
-                if path.file_name().is_some_and(|n| n == ".git") {
-                    continue;
-                }
-                if path.is_dir() {
-                    stack.push(path);
-                } else {
-                    files.push((path.clone(), std::fs::read(&path).expect("read")));
-                }
-            }
-        }
-        files.sort();
-        let status = common::git(self.repo.path(), &["status", "--porcelain"]);
-        (files, status)
-    }
-
     /// The pending permission of `session`, once there is one.
     fn pending(&self, session: &SessionId) -> String {
         let status = self.wait_until(session, "a permission request", |s| {
@@ -209,12 +187,16 @@ fn health_answers_with_the_version_and_refuses_a_wrong_password() {
 #[test]
 fn a_read_only_task_completes_and_leaves_the_repository_unchanged() {
     let fixture = Fixture::new();
-    let before = fixture.tree();
+    let before = work_tree(fixture.repo.path());
     let session = fixture.start("read");
     let status = fixture.wait_until(&session, "completion", |s| s.completed);
     assert_eq!(status.state, SessionState::Idle);
     assert_eq!(status.finish.as_deref(), Some("stop"));
-    assert_eq!(fixture.tree(), before, "the repository changed");
+    assert_eq!(
+        work_tree(fixture.repo.path()),
+        before,
+        "the repository changed"
+    );
 
     let messages = fixture
         .block(fixture.executor.messages(&session, Page::default()))
@@ -303,7 +285,7 @@ fn an_approved_edit_changes_the_file_and_shows_in_the_diff() {
 #[test]
 fn a_rejected_edit_leaves_the_file_unchanged() {
     let fixture = Fixture::new();
-    let before = fixture.tree();
+    let before = work_tree(fixture.repo.path());
     let session = fixture.start("edit");
     let request = fixture.pending(&session);
     fixture
@@ -331,7 +313,11 @@ fn a_rejected_edit_leaves_the_file_unchanged() {
     // OpenCode ends the turn on a refusal: idle, but the task is not completed.
     assert!(!status.completed, "{status:?}");
     assert_eq!(status.finish.as_deref(), Some("tool-calls"), "{status:?}");
-    assert_eq!(fixture.tree(), before, "the repository changed");
+    assert_eq!(
+        work_tree(fixture.repo.path()),
+        before,
+        "the repository changed"
+    );
     let diff = fixture
         .block(fixture.executor.diff(&session))
         .expect("diff");

@@ -8,6 +8,7 @@
 //! - `slow`: a minute of streamed words (aborted long before);
 //! - `escape`: `write` the file (outside the workspace), then stop.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,4 +110,28 @@ pub fn respond(request: &RecordedRequest) -> Reply {
         (true, 1) => call("call_edit", "edit", edit(&file)),
         _ => stop(),
     }
+}
+
+/// The work tree's files outside `.git` (their bytes), `git status` and `HEAD`.
+pub fn work_tree(repo: &Path) -> (BTreeMap<PathBuf, Vec<u8>>, String, String) {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![repo.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    (
+        files,
+        super::git(repo, &["status", "--porcelain"]),
+        super::git(repo, &["rev-parse", "HEAD"]),
+    )
 }
