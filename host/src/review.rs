@@ -570,6 +570,7 @@ fn pipeline(
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     for file in &in_scope {
         control.step()?;
+        let first_candidate = candidates.len();
         let matcher = selection.file_matcher(&file.path);
         for (line_no, text) in file.added_lines() {
             // An ignore comment the merge request adds that names no loaded rule suppresses
@@ -599,11 +600,14 @@ fn pipeline(
                 candidates.push(Candidate {
                     path: &file.path,
                     line: line_no,
+                    end_line: line_no,
                     text,
                     rule,
+                    flow: Vec::new(),
                 });
             }
         }
+        syntax_candidates(file, &selection, &mut candidates, first_candidate);
     }
 
     {
@@ -652,10 +656,22 @@ fn pipeline(
         if c.rule.confidence() < options.min_confidence {
             continue;
         }
-        let normalized = fingerprint::normalize(&[c.text]);
+        let file_lines = in_scope
+            .iter()
+            .find(|f| f.path == c.path)
+            .map_or(&[][..], |f| &f.new_lines[..]);
+        let flagged: Vec<&str> = if c.end_line > c.line {
+            file_lines
+                .get(c.line as usize - 1..c.end_line as usize)
+                .map(|lines| lines.iter().map(String::as_str).collect())
+                .unwrap_or_else(|| vec![c.text])
+        } else {
+            vec![c.text]
+        };
+        let normalized = fingerprint::normalize(&flagged);
         let key = (c.rule.id().to_owned(), c.path.to_owned(), normalized);
         let occurrence = occurrences.entry(key).or_insert(0);
-        let fp = fingerprint::fingerprint(c.rule.id(), c.path, &[c.text], *occurrence);
+        let fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
         *occurrence += 1;
         if !seen.insert(fp.clone()) || control.already_emitted.contains(&fp) {
             continue;
@@ -670,20 +686,27 @@ fn pipeline(
             fingerprint: fp,
             path: c.path.to_owned(),
             start_line: c.line,
-            end_line: c.line,
+            end_line: c.end_line,
             side: Side::New,
             category: c.rule.category().to_owned(),
             severity: c.rule.severity(),
             confidence: c.rule.confidence(),
             title: c.rule.title().to_owned(),
             content,
-            evidence: vec![Evidence {
+            evidence: std::iter::once(Evidence {
                 path: c.path.to_owned(),
                 start_line: c.line,
-                end_line: c.line,
-                quote: c.text.to_owned(),
-            }],
-            existing_code: Some(c.text.to_owned()),
+                end_line: c.end_line,
+                quote: quote_lines(&flagged),
+            })
+            .chain(c.flow.iter().map(|&l| Evidence {
+                path: c.path.to_owned(),
+                start_line: l,
+                end_line: l,
+                quote: file_lines.get(l as usize - 1).cloned().unwrap_or_default(),
+            }))
+            .collect(),
+            existing_code: (flagged.len() <= MAX_QUOTED_LINES).then(|| flagged.join("\n")),
             suggestion_code: c.rule.fix(c.text),
             rule_id: Some(c.rule.id().to_owned()),
             source: FindingSource::Rule,
@@ -790,9 +813,85 @@ fn pipeline(
 
 struct Candidate<'a> {
     path: &'a str,
+    /// 1-based first and last new-side line flagged.
     line: u32,
+    end_line: u32,
+    /// The first flagged line's text.
     text: &'a str,
     rule: &'a crate::rules::Rule,
+    /// 1-based lines a syntax rule's dataflow went through, outside the flagged lines.
+    flow: Vec<u32>,
+}
+
+/// The flagged lines joined for a quote, at most [`MAX_QUOTED_LINES`] of them; a cut quote
+/// ends with a line saying how many lines were left out.
+fn quote_lines(lines: &[&str]) -> String {
+    if lines.len() <= MAX_QUOTED_LINES {
+        return lines.join("\n");
+    }
+    let mut quote = lines[..MAX_QUOTED_LINES].join("\n");
+    quote.push_str(&format!(
+        "\n… ({} more lines cut)",
+        lines.len() - MAX_QUOTED_LINES
+    ));
+    quote
+}
+
+/// Most lines of a syntax match quoted as evidence; the quote says when it was cut.
+const MAX_QUOTED_LINES: usize = 12;
+
+/// Adds the syntax rules' findings on one file to `candidates`, then orders the file's
+/// candidates (from `first` on) by line, line rules first on a line.
+///
+/// A match is a candidate when the range adds one of its lines, or one of the lines its
+/// dataflow went through (the line that built a query run on an unchanged line): the
+/// finding then covers the match, or, when only a flow line is added, that line. An ignore
+/// comment on the first flagged line or alone on the line above suppresses it.
+fn syntax_candidates<'a>(
+    file: &'a crate::repo::FileDiff,
+    selection: &crate::rules::Selection<'a>,
+    candidates: &mut Vec<Candidate<'a>>,
+    first: usize,
+) {
+    let added: std::collections::HashSet<u32> = file.added_lines().map(|(n, _)| n).collect();
+    if added.is_empty() {
+        return;
+    }
+    let text = file.new_lines.join("\n");
+    let line_text = |n: u32| {
+        file.new_lines
+            .get(n as usize - 1)
+            .map_or("", String::as_str)
+    };
+    for (rule, m) in selection.syntax_matches(&file.path, &text) {
+        let in_match = (m.start_line..=m.end_line).any(|l| added.contains(&l));
+        let (line, end_line) = if in_match {
+            (m.start_line, m.end_line)
+        } else if let Some(&l) = m.flow_lines.iter().find(|l| added.contains(l)) {
+            (l, l)
+        } else {
+            continue;
+        };
+        let above = line
+            .checked_sub(2)
+            .and_then(|i| file.new_lines.get(i as usize));
+        if is_suppressed(rule.id(), line_text(line), above.map(String::as_str)) {
+            continue;
+        }
+        candidates.push(Candidate {
+            path: &file.path,
+            line,
+            end_line,
+            text: line_text(line),
+            rule,
+            flow: m
+                .flow_lines
+                .into_iter()
+                .filter(|l| *l < line || *l > end_line)
+                .collect(),
+        });
+    }
+    candidates[first..].sort_by_key(|c| (c.line, c.rule.is_syntax()));
 }
 
 /// The revision as the user named it, or `None` when it was given as (a prefix of) its SHA.

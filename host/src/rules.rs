@@ -95,12 +95,14 @@
 //! a few milliseconds plus the compilation of the regexes that get candidate lines.
 
 mod catalog;
+mod dataflow;
 mod error;
 mod file;
 mod language;
 mod prefilter;
 mod rule;
 mod suppress;
+mod syntax;
 
 pub use catalog::{BUILTIN_ORIGIN, Catalog, FileMatcher, Selection};
 pub use error::RuleError;
@@ -110,3 +112,4 @@ pub use file::{
 pub use language::{Language, UnknownLanguage, language_of};
 pub use rule::{Examples, Rule};
 pub use suppress::{ignored_rule_ids, is_suppressed};
+pub use syntax::{FlowConditions, MAX_SYNTAX_FILE_BYTES, SyntaxMatch, SyntaxTree, grammar_of};

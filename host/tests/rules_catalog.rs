@@ -719,3 +719,111 @@ fn catalog_and_selection_can_be_shared_between_threads() {
         assert_eq!(counts, [1, 1]);
     });
 }
+
+// === syntax (`ast`) rules ===
+
+/// A rule file whose one rule has the given body after its common fields.
+fn ast_rule_file(body: &str) -> String {
+    format!(
+        r#"id = "team"
+version = "1"
+
+[[rules]]
+id = "team.rule"
+title = "A syntax rule"
+category = "security"
+severity = "high"
+confidence = "high"
+message = "Bad."
+{body}
+"#
+    )
+}
+
+#[test]
+fn an_ast_rule_loads_and_runs_its_examples() {
+    let text = ast_rule_file(
+        "languages = [\"javascript\", \"typescript\"]\n\
+         ast.rule.pattern = \"eval($X)\"\n\
+         flow.not_constant = [\"X\"]\n\
+         [rules.examples]\n\
+         match = [\"const code = req.query.c;\\neval(code)\"]\n\
+         no_match = [\"const code = '1 + 1';\\neval(code)\"]\n",
+    );
+    let mut catalog = Catalog::new();
+    catalog.add_source("team/rules.toml", &text).expect("loads");
+    let rule = &catalog.sets()[0].rules[0];
+    assert!(rule.is_syntax());
+    assert_eq!(rule.pattern(), None);
+    assert_eq!(
+        rule.find("eval(code)"),
+        None,
+        "a syntax rule never matches one line"
+    );
+}
+
+#[test]
+fn ast_rule_mistakes_are_errors_at_their_line() {
+    // Both kinds of matcher, or neither.
+    check_error(
+        &ast_rule_file("languages = [\"python\"]\npattern = 'x'\nast.rule.pattern = 'eval($X)'\n"),
+        12,
+        "either `pattern`",
+    );
+    check_error(
+        &ast_rule_file("languages = [\"python\"]\n"),
+        5,
+        "missing `pattern`",
+    );
+    // No languages, or a language without a grammar.
+    check_error(
+        &ast_rule_file("ast.rule.pattern = 'eval($X)'\n"),
+        11,
+        "needs `languages`",
+    );
+    check_error(
+        &ast_rule_file("languages = [\"yaml\"]\nast.rule.pattern = 'a: $X'\n"),
+        12,
+        "no syntax grammar",
+    );
+    // A kind the grammar does not have; a flow variable the rule does not bind.
+    check_error(
+        &ast_rule_file("languages = [\"python\"]\nast.rule.kind = 'no_such_kind'\n"),
+        12,
+        "invalid `ast` rule",
+    );
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\nflow.dynamic = ['Y']\n",
+        ),
+        12,
+        "`$Y`",
+    );
+    // Line-rule fields on a syntax rule and back.
+    check_error(
+        &ast_rule_file("languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\nfix = 'x'\n"),
+        12,
+        "`fix` applies to `pattern` rules only",
+    );
+    check_error(
+        &ast_rule_file("pattern = 'eval'\nflow.dynamic = ['X']\n"),
+        12,
+        "`flow` applies to `ast` rules only",
+    );
+    // An unknown key inside the ast-grep rule is a parse error, not a silently dropped check.
+    let err = check_error(
+        &ast_rule_file("languages = [\"python\"]\nast.rule.patern = 'eval($X)'\n"),
+        12,
+        "patern",
+    );
+    assert!(matches!(err, RuleError::Parse { .. }), "{err:?}");
+    // Examples are checked as code in the rule's first language.
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\n\
+             [rules.examples]\nmatch = ['exec(x)']\n",
+        ),
+        14,
+        "is not flagged",
+    );
+}

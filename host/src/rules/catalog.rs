@@ -13,6 +13,7 @@ use super::error::RuleError;
 use super::file::{Checks, MAX_FILE_BYTES, RuleSet, RuleSource, parse_rule_set};
 use super::prefilter::Prefilter;
 use super::rule::{FilePath, Rule, trim_eol};
+use super::syntax::{SyntaxMatch, SyntaxTree, grammar_of};
 
 /// The built-in rule files, embedded at compile time: `(file name, text)`.
 pub(super) const BUILTIN_FILES: &[(&str, &str)] = &[(
@@ -370,6 +371,36 @@ impl<'a> Selection<'a> {
             applicable,
             any,
         }
+    }
+
+    /// The syntax rules applying to the file at `path` (repository-relative) that match its
+    /// new-side `text`, each with where it matched, in [`Selection::rules`] order then source
+    /// order.
+    ///
+    /// The file is parsed once, and only when some selected syntax rule applies to it and has
+    /// a grammar for its language ([`super::grammar_of`]); files over
+    /// [`super::MAX_SYNTAX_FILE_BYTES`] are not parsed. Inline suppressions are not applied.
+    pub fn syntax_matches(&self, path: &str, text: &str) -> Vec<(&'a Rule, SyntaxMatch)> {
+        let file = FilePath::new(path);
+        let Some(grammar) = file.language.and_then(|l| grammar_of(l, file.path)) else {
+            return Vec::new();
+        };
+        let rules: Vec<&'a Rule> = self
+            .rules
+            .iter()
+            .copied()
+            .filter(|r| r.syntax().is_some_and(|s| s.supports(grammar)) && r.applies_to_file(&file))
+            .collect();
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let Some(tree) = SyntaxTree::parse(grammar, text) else {
+            return Vec::new();
+        };
+        rules
+            .into_iter()
+            .flat_map(|rule| rule.find_in_tree(&tree).into_iter().map(move |m| (rule, m)))
+            .collect()
     }
 
     /// The prefilter, built on first use (so a selection made only for its

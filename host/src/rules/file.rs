@@ -12,8 +12,12 @@ use toml::Spanned;
 
 use super::error::{LineIndex, RuleError};
 use super::language::Language;
-use super::rule::{Examples, PathGlobs, Regexes, Rule, build_glob, build_regex, compile_glob_sets};
+use super::rule::{
+    Examples, Matcher, PathGlobs, Regexes, Rule, build_glob, build_regex, compile_glob_sets,
+};
+use super::syntax::{FlowConditions, SyntaxRule, SyntaxTree, grammar_of, supported_languages};
 use crate::protocol::finding::{Confidence, Severity};
+use ast_grep_config::SerializableRuleCore;
 
 /// Largest rule file accepted, in bytes.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -109,9 +113,14 @@ struct RawRule {
     paths: Vec<Spanned<String>>,
     #[serde(default)]
     exclude_paths: Vec<Spanned<String>>,
-    pattern: Spanned<String>,
+    #[serde(default)]
+    pattern: Option<Spanned<String>>,
     #[serde(default)]
     not: Option<Spanned<String>>,
+    #[serde(default)]
+    ast: Option<Spanned<SerializableRuleCore>>,
+    #[serde(default)]
+    flow: Option<Spanned<FlowConditions>>,
     message: Spanned<String>,
     #[serde(default)]
     suggestion: Option<String>,
@@ -325,7 +334,7 @@ type GlobCache = HashMap<Vec<String>, PathGlobs>;
 fn compile_rule(
     src: &Source<'_>,
     set_id: &str,
-    raw: RawRule,
+    mut raw: RawRule,
     checks: Checks,
     globs: &mut GlobCache,
 ) -> Result<Rule, RuleError> {
@@ -336,26 +345,100 @@ fn compile_rule(
     check_text(src, &raw.category, "category", &rule_id, true)?;
     check_text(src, &raw.message, "message", &rule_id, false)?;
 
-    let regexes = match checks {
-        Checks::All => compile_regexes(src, &rule_id, &raw)?,
-        Checks::Deferred => {
-            check_regex_source(src, &rule_id, "pattern", &raw.pattern)?;
-            if let Some(not) = &raw.not {
-                check_regex_source(src, &rule_id, "not", not)?;
+    let mut languages = raw.languages.clone();
+    languages.sort();
+    languages.dedup();
+
+    let matcher = match (&raw.pattern, raw.ast.take()) {
+        (Some(pattern), None) => {
+            if let Some(flow) = &raw.flow {
+                return Err(src.invalid(
+                    &flow.span(),
+                    format!("rule `{rule_id}`: `flow` applies to `ast` rules only"),
+                ));
             }
-            Regexes::deferred(
-                raw.pattern.as_ref().clone(),
-                raw.not.as_ref().map(|n| n.as_ref().clone()),
-            )
+            let regexes = match checks {
+                Checks::All => compile_regexes(src, &rule_id, pattern, &raw)?,
+                Checks::Deferred => {
+                    check_regex_source(src, &rule_id, "pattern", pattern)?;
+                    if let Some(not) = &raw.not {
+                        check_regex_source(src, &rule_id, "not", not)?;
+                    }
+                    Regexes::deferred(
+                        pattern.as_ref().clone(),
+                        raw.not.as_ref().map(|n| n.as_ref().clone()),
+                    )
+                }
+            };
+            Matcher::Line(Arc::new(regexes))
+        }
+        (None, Some(ast)) => {
+            let span = ast.span();
+            for (field, present) in [("not", raw.not.is_some()), ("fix", raw.fix.is_some())] {
+                if present {
+                    return Err(src.invalid(
+                        &span,
+                        format!(
+                            "rule `{rule_id}`: `{field}` applies to `pattern` rules only; in an \
+                             `ast` rule use `not` inside `ast.rule`"
+                        ),
+                    ));
+                }
+            }
+            if languages.is_empty() {
+                return Err(src.invalid(
+                    &span,
+                    format!(
+                        "rule `{rule_id}`: an `ast` rule needs `languages` (one of: {})",
+                        supported_languages()
+                    ),
+                ));
+            }
+            if let Some(lang) = languages.iter().find(|l| grammar_of(**l, "").is_none()) {
+                return Err(src.invalid(
+                    &span,
+                    format!(
+                        "rule `{rule_id}`: `ast` rules cannot match {} files (no syntax grammar); \
+                         languages with one: {}",
+                        lang.as_str(),
+                        supported_languages()
+                    ),
+                ));
+            }
+            let flow = raw.flow.take().map(Spanned::into_inner).unwrap_or_default();
+            let syntax = SyntaxRule::new(ast.into_inner(), flow, &languages);
+            if checks == Checks::All {
+                syntax.compile_now().map_err(|message| {
+                    src.invalid(
+                        &span,
+                        format!("rule `{rule_id}`: invalid `ast` rule {message}"),
+                    )
+                })?;
+            }
+            Matcher::Syntax(Arc::new(syntax))
+        }
+        (Some(pattern), Some(_)) => {
+            return Err(src.invalid(
+                &pattern.span(),
+                format!(
+                    "rule `{rule_id}`: give either `pattern` (a line rule) or `ast` (a syntax \
+                         rule), not both"
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(src.invalid(
+                &raw.id.span(),
+                format!(
+                    "rule `{rule_id}`: missing `pattern` (a regex over one line) or `ast` (a \
+                     syntax rule)"
+                ),
+            ));
         }
     };
 
     let paths = compile_globs(src, &rule_id, &raw.paths, checks, globs)?;
     let exclude_paths = compile_globs(src, &rule_id, &raw.exclude_paths, checks, globs)?;
-
-    let mut languages = raw.languages;
-    languages.sort();
-    languages.dedup();
 
     let raw_examples = raw.examples.unwrap_or_default();
     let mut rule = Rule {
@@ -370,7 +453,7 @@ fn compile_rule(
         languages,
         paths,
         exclude_paths,
-        regexes: Arc::new(regexes),
+        matcher,
         fix: raw.fix.map(Spanned::into_inner),
         examples: Examples::default(),
         line,
@@ -400,11 +483,16 @@ fn compile_rule(
 
 /// Compiles `pattern` and `not`, rejecting ones that match the empty string, and checks the
 /// `fix` template against the pattern's groups.
-fn compile_regexes(src: &Source<'_>, rule_id: &str, raw: &RawRule) -> Result<Regexes, RuleError> {
-    let pattern = compile_regex(src, rule_id, "pattern", &raw.pattern)?;
+fn compile_regexes(
+    src: &Source<'_>,
+    rule_id: &str,
+    pattern_src: &Spanned<String>,
+    raw: &RawRule,
+) -> Result<Regexes, RuleError> {
+    let pattern = compile_regex(src, rule_id, "pattern", pattern_src)?;
     if pattern.is_match("") {
         return Err(src.invalid(
-            &raw.pattern.span(),
+            &pattern_src.span(),
             format!(
                 "rule `{rule_id}`: `pattern` matches the empty string, so it would flag every line"
             ),
@@ -604,6 +692,40 @@ fn check_examples(src: &Source<'_>, rule: &Rule, raw: &RawExamples) -> Result<()
             message,
         }
     };
+    if let Some(syntax) = rule.syntax() {
+        let grammar = syntax
+            .example_grammar()
+            .expect("an `ast` rule has at least one grammar");
+        let found = |code: &str| {
+            SyntaxTree::parse(grammar, code).map_or(0, |tree| rule.find_in_tree(&tree).len())
+        };
+        for example in &raw.matching {
+            if found(example.as_ref()) == 0 {
+                return Err(fail(
+                    example.span(),
+                    rule,
+                    format!("`match` example {:?} is not flagged", example.as_ref()),
+                ));
+            }
+        }
+        for example in &raw.no_match {
+            if found(example.as_ref()) > 0 {
+                return Err(fail(
+                    example.span(),
+                    rule,
+                    format!("`no_match` example {:?} is flagged", example.as_ref()),
+                ));
+            }
+        }
+        if let Some(pair) = raw.fix.first() {
+            return Err(fail(
+                pair.span(),
+                rule,
+                "a `fix` example is given but `ast` rules have no `fix`".to_owned(),
+            ));
+        }
+        return Ok(());
+    }
     for example in &raw.matching {
         if rule.find(example.as_ref()).is_none() {
             return Err(fail(

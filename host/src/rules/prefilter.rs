@@ -58,6 +58,8 @@ pub(super) enum Literals {
     AnyOf(Vec<Vec<u8>>),
     /// No such literals were found: the rule is a candidate for every line.
     Always,
+    /// The rule never matches a single line (a syntax rule): never a candidate.
+    Never,
 }
 
 /// The literals one of which every match of `pattern` contains; [`Literals::Always`] when
@@ -448,6 +450,7 @@ impl Prefilter {
         for (rule, lits) in literals.enumerate() {
             match lits {
                 Literals::Always => always.insert(rule),
+                Literals::Never => {}
                 Literals::AnyOf(lits) => {
                     for lit in lits {
                         let p = *index.entry(lit.as_slice()).or_insert_with(|| {
@@ -578,8 +581,11 @@ mod tests {
         for (name, text) in BUILTIN_FILES {
             let set = parse_rule_set(name, text, Checks::Deferred).expect("built-in file parses");
             for rule in &set.rules {
-                if !expected.iter().any(|(p, _)| p == rule.pattern()) {
-                    expected.push((rule.pattern().to_owned(), derive_literals(rule.pattern())));
+                let Some(pattern) = rule.pattern() else {
+                    continue; // a syntax rule
+                };
+                if !expected.iter().any(|(p, _)| p == pattern) {
+                    expected.push((pattern.to_owned(), derive_literals(pattern)));
                 }
             }
         }
@@ -612,7 +618,7 @@ mod tests {
                     .iter()
                     .map(|l| format!("b\"{}\"", l.escape_ascii()))
                     .collect(),
-                Literals::Always => Vec::new(),
+                Literals::Always | Literals::Never => Vec::new(),
             };
             new.push_str(&format!("    ({pattern:?}, &[{}]),\n", literals.join(", ")));
         }
@@ -628,7 +634,7 @@ mod tests {
                     .map(|l| String::from_utf8_lossy(l).into_owned())
                     .collect::<Vec<_>>(),
             ),
-            Literals::Always => None,
+            Literals::Always | Literals::Never => None,
         };
         let expect = expect.map(|e| e.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
         assert_eq!(got, expect, "{pattern}");

@@ -11,6 +11,7 @@ use regex::{Regex, RegexBuilder};
 use super::file::REGEX_SIZE_LIMIT;
 use super::language::{Language, language_of};
 use super::prefilter::{self, Literals};
+use super::syntax::{SyntaxMatch, SyntaxRule, SyntaxTree};
 use crate::protocol::finding::{Confidence, Severity};
 
 /// One compiled rule: what it flags (`pattern` minus `not`), where (`languages`, `paths`,
@@ -34,12 +35,22 @@ pub struct Rule {
     pub(super) languages: Vec<Language>,
     pub(super) paths: PathGlobs,
     pub(super) exclude_paths: PathGlobs,
-    // Invariant: `pattern` is valid and does not match the empty string; `not` too.
-    pub(super) regexes: Arc<Regexes>,
-    // Invariant: every `$group` reference in `fix` names a group of `pattern`.
+    pub(super) matcher: Matcher,
+    // Invariant: every `$group` reference in `fix` names a group of `pattern` (line rules
+    // only; syntax rules have none).
     pub(super) fix: Option<String>,
     pub(super) examples: Examples,
     pub(super) line: usize,
+}
+
+/// What a rule matches: one line with a regex, or a file's syntax tree.
+#[derive(Debug, Clone)]
+pub(super) enum Matcher {
+    /// `pattern` (and `not`) over one added line.
+    // Invariant: `pattern` is valid and does not match the empty string; `not` too.
+    Line(Arc<Regexes>),
+    /// `ast` (and `flow`) over the syntax tree of the file's new side.
+    Syntax(Arc<SyntaxRule>),
 }
 
 /// Example lines declared with a rule in `[rules.examples]`; checked when a rule file is
@@ -195,11 +206,11 @@ pub(super) fn build_regex(source: &str) -> Result<Regex, regex::Error> {
 /// rules against one file works it out once.
 pub(super) struct FilePath<'p> {
     /// The path without a leading `./`.
-    path: &'p str,
+    pub(super) path: &'p str,
     /// The last component.
     name: &'p str,
     /// [`language_of`] the path.
-    language: Option<Language>,
+    pub(super) language: Option<Language>,
 }
 
 impl<'p> FilePath<'p> {
@@ -284,22 +295,55 @@ impl Rule {
         &self.exclude_paths.globs
     }
 
-    /// The `pattern` regex source.
-    pub fn pattern(&self) -> &str {
-        &self.regexes.pattern_source
+    /// The `pattern` regex source; `None` for a syntax rule.
+    pub fn pattern(&self) -> Option<&str> {
+        match &self.matcher {
+            Matcher::Line(regexes) => Some(&regexes.pattern_source),
+            Matcher::Syntax(_) => None,
+        }
     }
 
     /// The `not` regex source, if any.
     pub fn not_pattern(&self) -> Option<&str> {
-        self.regexes.not_source.as_deref()
+        match &self.matcher {
+            Matcher::Line(regexes) => regexes.not_source.as_deref(),
+            Matcher::Syntax(_) => None,
+        }
+    }
+
+    /// Whether the rule matches syntax trees (an `ast` rule) rather than lines.
+    pub fn is_syntax(&self) -> bool {
+        matches!(self.matcher, Matcher::Syntax(_))
     }
 
     /// Literals one of which every line `pattern` matches contains, for the selection's
-    /// prefilter; derived on first use.
+    /// prefilter; derived on first use. A syntax rule never matches a single line.
     pub(super) fn literals(&self) -> &Literals {
-        self.regexes
-            .literals
-            .get_or_init(|| prefilter::required_literals(&self.regexes.pattern_source))
+        static NEVER: Literals = Literals::Never;
+        match &self.matcher {
+            Matcher::Line(regexes) => regexes
+                .literals
+                .get_or_init(|| prefilter::required_literals(&regexes.pattern_source)),
+            Matcher::Syntax(_) => &NEVER,
+        }
+    }
+
+    /// Every place this syntax rule matches in a parsed file whose `flow` conditions hold;
+    /// empty for a line rule, or when the rule has no grammar of the tree's. Does not look at
+    /// the path: the caller checks [`Rule::applies_to`].
+    pub fn find_in_tree(&self, tree: &SyntaxTree) -> Vec<SyntaxMatch> {
+        match &self.matcher {
+            Matcher::Syntax(rule) if rule.supports(tree.grammar()) => rule.find_in(tree),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The syntax part of a syntax rule.
+    pub(super) fn syntax(&self) -> Option<&SyntaxRule> {
+        match &self.matcher {
+            Matcher::Syntax(rule) => Some(rule),
+            Matcher::Line(_) => None,
+        }
     }
 
     /// The `fix` replacement template, if any (see [`Rule::fix`]).
@@ -342,15 +386,19 @@ impl Rule {
     }
 
     /// The byte range of the first match of `pattern` in one line of code, or `None` when
-    /// `pattern` does not match or `not` matches anywhere on the same line.
+    /// `pattern` does not match or `not` matches anywhere on the same line (always `None`
+    /// for a syntax rule: see [`Rule::find_in_tree`]).
     ///
     /// Takes the line without or with its terminator (a trailing `\n`/`\r\n` is ignored).
     /// Does not look at the path: call [`Rule::applies_to`] (or use
     /// [`super::Selection::matching_rules`]) for that.
     pub fn find(&self, line: &str) -> Option<Range<usize>> {
+        let Matcher::Line(regexes) = &self.matcher else {
+            return None;
+        };
         let line = trim_eol(line);
-        let found = self.regexes.pattern().find(line)?;
-        if self.regexes.not().is_some_and(|not| not.is_match(line)) {
+        let found = regexes.pattern().find(line)?;
+        if regexes.not().is_some_and(|not| not.is_match(line)) {
             return None;
         }
         Some(found.range())
@@ -364,9 +412,12 @@ impl Rule {
     /// when the replacement leaves the line unchanged.
     pub fn fix(&self, line: &str) -> Option<String> {
         let template = self.fix.as_deref()?;
+        let Matcher::Line(regexes) = &self.matcher else {
+            return None;
+        };
         let line = trim_eol(line);
         self.find(line)?;
-        let fixed = self.regexes.pattern().replace_all(line, template);
+        let fixed = regexes.pattern().replace_all(line, template);
         (fixed != line).then(|| fixed.into_owned())
     }
 }

@@ -20,3 +20,4 @@ mod renames;
 mod rule_sources;
 mod skips;
 mod suppression;
+mod syntax;
