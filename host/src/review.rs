@@ -14,8 +14,9 @@
 //! - **Only added lines are matched** (lines added or changed on the new side).
 //! - **Every changed file is accounted for** in `run.completed`: reviewed, or skipped with a
 //!   reason (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
-//!   `out_of_scope`).
+//!   `out_of_scope`, and [`classify`]'s `vendored`, `minified`, `generated`, `documentation`).
 
+pub mod classify;
 mod events;
 pub mod fingerprint;
 pub mod model;
@@ -154,8 +155,8 @@ impl ReviewOptions {
 pub struct Skipped {
     /// Repository-relative path.
     pub path: String,
-    /// `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`
-    /// or `out_of_scope`.
+    /// `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
+    /// `out_of_scope`, `vendored`, `minified`, `generated` or `documentation`.
     pub reason: &'static str,
     /// A sentence for humans.
     pub detail: String,
@@ -497,6 +498,15 @@ fn pipeline(
                 path: file.path.clone(),
                 reason: "deleted",
                 detail: "nothing on the new side to review".into(),
+            });
+        } else if let Some((reason, detail)) = (!scope.names(&file.path))
+            .then(|| classify::not_reviewed(&file.path, &file.new_lines))
+            .flatten()
+        {
+            skipped.push(Skipped {
+                path: file.path.clone(),
+                reason,
+                detail: format!("{detail}; name it in the paths to review it anyway"),
             });
         } else {
             in_scope.push(file);
@@ -1142,6 +1152,13 @@ impl PathScope {
     /// Whether the include list (if any) matches the path, ignoring the exclusions.
     pub fn includes(&self, path: &str) -> bool {
         self.include.as_ref().is_none_or(|list| list.matches(path))
+    }
+
+    /// Whether the request gave an include list and it matches the path: such a file is
+    /// reviewed even when it looks vendored, minified, generated or documentation
+    /// ([`classify::not_reviewed`]).
+    pub fn names(&self, path: &str) -> bool {
+        self.include.as_ref().is_some_and(|list| list.matches(path))
     }
 
     /// Whether an exclusion matches the path.
