@@ -171,8 +171,8 @@ def git_dir_for(repo, corpus):
 
 def ensure_commit(gitdir, repo, commit):
     """Makes sure `commit` is in `gitdir`, fetching it from GitHub when it is not."""
-    have = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "-e", commit + "^{commit}"],
-                          capture_output=True)
+    have = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "-e",
+                           commit + "^{commit}"], capture_output=True)
     if have.returncode != 0:
         print(f"fetching {repo}@{commit[:12]}", file=sys.stderr)
         run(["git", "--git-dir", str(gitdir), "fetch", "--quiet", "--depth", "1",
@@ -196,7 +196,8 @@ def rules_checkout(corpus):
         archive = subprocess.Popen(["git", "--git-dir", str(gitdir), "archive",
                                     SEMGREP_RULES_COMMIT], stdout=subprocess.PIPE)
         run(["tar", "-x", "-C", str(out)], stdin=archive.stdout)
-        archive.wait()
+        if archive.wait() != 0:
+            sys.exit(f"error: git archive of {SEMGREP_RULES_REPO} failed")
         (out / ".complete").write_text(SEMGREP_RULES_COMMIT)
     return out, SEMGREP_RULES_COMMIT
 
@@ -243,7 +244,8 @@ def snapshot(app, corpus):
     env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
                GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@localhost",
                GIT_AUTHOR_DATE="2000-01-01T00:00:00Z", GIT_COMMITTER_DATE="2000-01-01T00:00:00Z")
-    g = ["git", "-C", str(snap)]
+    # No signing, no hooks of the user's git config in a throwaway repository.
+    g = ["git", "-C", str(snap), "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
     run(g + ["init", "--quiet", "-b", "head"], env=env)
     run(g + ["commit", "--quiet", "--allow-empty", "-m", "base (empty)"], env=env)
     run(g + ["branch", "base"], env=env)
@@ -253,8 +255,8 @@ def snapshot(app, corpus):
     if archive.wait() != 0:
         sys.exit(f"error: git archive of {app['name']} failed (are its paths right?)")
     run(g + ["add", "-A", "-f", "."], env=env)
-    run(g + ["commit", "--quiet", "-m", f"head: {app['repo']}@{app['commit']}, {len(app['paths'])} paths"],
-        env=env)
+    run(g + ["commit", "--quiet", "-m",
+             f"head: {app['repo']}@{app['commit']}, {len(app['paths'])} paths"], env=env)
     stamp_file.write_text(stamp)
     return snap
 

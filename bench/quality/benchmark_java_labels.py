@@ -19,8 +19,9 @@ boilerplate in every case), that match the category's sink pattern below (the AP
 makes the case vulnerable and the line building its tainted argument, e.g. `String sql = ...`
 and `statement.executeQuery(sql)`); the label spans the first to the last such line (for xss:
 the last write to the response of something other than string literals, to the end of its
-statement; the other writes print fixed text). Comment lines are skipped. String literals are blanked before matching, so a message naming an API is not a
-sink. When no line matches, the label is the whole rest of the file from `doPost` (the script says how many).
+statement; the other writes print fixed text). Comment lines are skipped; string literals are
+blanked before matching, so a message naming an API is not a sink. When no line matches, the
+label is the whole rest of the file from `doPost` (the script says how many; none at the pin).
 
 Usage: python3 bench/quality/benchmark_java_labels.py GIT_DIR [COMMIT] > paths.txt
   GIT_DIR: a git directory holding OWASP-Benchmark/BenchmarkJava (e.g. the bare mirror
