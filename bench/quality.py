@@ -21,7 +21,6 @@ filled the cache when the cache answered; the table says "cached").
 Standard library only (Python 3.11+); the peers come from the venv bench/quality.sh installs.
 """
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -98,7 +97,8 @@ ID_KEYWORDS = [
     (r"xpath", "xpathi"),
     (r"ldap", "ldapi"),
     (r"xxe|xml-?entit|external-entit|libxml|doctype", "xxe"),
-    (r"ssti|template-inject|render-template-string|jinja2?-?.*autoescape|autoescape", "ssti"),
+    (r"autoescape", "xss"),
+    (r"ssti|template-inject|render-template-string", "ssti"),
     (r"deserial|pickle|marshal|yaml-load|yaml-unsafe|unsafe-load|objectinputstream|unserialize|"
      r"node-serialize", "deserialization"),
     (r"command|shell|subprocess|exec-|child-process|os-system|popen|spawn|cmdi|processbuilder|"
@@ -171,8 +171,8 @@ def git_dir_for(repo, corpus):
 
 def ensure_commit(gitdir, repo, commit):
     """Makes sure `commit` is in `gitdir`, fetching it from GitHub when it is not."""
-    have = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "-e", commit + "^{commit}"],
-                          capture_output=True)
+    have = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "-e",
+                           commit + "^{commit}"], capture_output=True)
     if have.returncode != 0:
         print(f"fetching {repo}@{commit[:12]}", file=sys.stderr)
         run(["git", "--git-dir", str(gitdir), "fetch", "--quiet", "--depth", "1",
@@ -196,7 +196,8 @@ def rules_checkout(corpus):
         archive = subprocess.Popen(["git", "--git-dir", str(gitdir), "archive",
                                     SEMGREP_RULES_COMMIT], stdout=subprocess.PIPE)
         run(["tar", "-x", "-C", str(out)], stdin=archive.stdout)
-        archive.wait()
+        if archive.wait() != 0:
+            sys.exit(f"error: git archive of {SEMGREP_RULES_REPO} failed")
         (out / ".complete").write_text(SEMGREP_RULES_COMMIT)
     return out, SEMGREP_RULES_COMMIT
 
@@ -243,7 +244,8 @@ def snapshot(app, corpus):
     env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
                GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@localhost",
                GIT_AUTHOR_DATE="2000-01-01T00:00:00Z", GIT_COMMITTER_DATE="2000-01-01T00:00:00Z")
-    g = ["git", "-C", str(snap)]
+    # No signing, no hooks of the user's git config in a throwaway repository.
+    g = ["git", "-C", str(snap), "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
     run(g + ["init", "--quiet", "-b", "head"], env=env)
     run(g + ["commit", "--quiet", "--allow-empty", "-m", "base (empty)"], env=env)
     run(g + ["branch", "base"], env=env)
@@ -253,8 +255,8 @@ def snapshot(app, corpus):
     if archive.wait() != 0:
         sys.exit(f"error: git archive of {app['name']} failed (are its paths right?)")
     run(g + ["add", "-A", "-f", "."], env=env)
-    run(g + ["commit", "--quiet", "-m", f"head: {app['repo']}@{app['commit']}, {len(app['paths'])} paths"],
-        env=env)
+    run(g + ["commit", "--quiet", "-m",
+             f"head: {app['repo']}@{app['commit']}, {len(app['paths'])} paths"], env=env)
     stamp_file.write_text(stamp)
     return snap
 
@@ -269,8 +271,9 @@ def tree_id(snap):
 
 
 def run_ours(bin_path, snap):
-    out = subprocess.run([bin_path, "review", "--repo", str(snap), "--base", "base", "--head",
-                          "head", "--format", "json", "--fail-on", "never"],
+    out = subprocess.run([bin_path, "review", "--repo", str(snap), "--base", "base",
+                          "--head", "head", "--rules", "security-default",
+                          "--no-repository-rules", "--format", "json", "--fail-on", "never"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"error: our review failed ({out.returncode}): {out.stderr.strip()[:2000]}")
@@ -520,7 +523,8 @@ def main():
                 s = results[row].get(app_name)
                 if s is None:
                     continue
-            t = f"{s['time']:.1f} s" + (" cached" if s["cached"] else "")
+            t = (f"{s['time']:.2f} s" if s["time"] < 10 else f"{s['time']:.1f} s") + \
+                (" cached" if s["cached"] else "")
             print(f"{app_name:<22}{title:<40}{pct(s['hit'], s['labels']):>8}"
                   f"{pct(s['tp'], s['findings']):>11}{s['tp']:>7}/{s['findings']:<5}"
                   f"{s['hit']:>6}/{s['labels']:<5}{t:>14}")
@@ -541,6 +545,16 @@ def main():
                       f"{lab['note']}")
             for f in s["fps"]:
                 print(f"FP   {f['path']}:{f['start']}\t{f['rule']}\t{f['kind']}")
+        missed_kinds, fp_kinds = {}, {}
+        for s in results[row].values():
+            for lab in s["missed"]:
+                missed_kinds[lab["kind"]] = missed_kinds.get(lab["kind"], 0) + 1
+            for f in s["fps"]:
+                fp_kinds[f["kind"]] = fp_kinds.get(f["kind"], 0) + 1
+        print(f"\n{row}: missed labels by kind: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(missed_kinds.items(), key=lambda x: -x[1])))
+        print(f"{row}: false positives by kind: " + ", ".join(
+            f"{k} {n}" for k, n in sorted(fp_kinds.items(), key=lambda x: (-x[1], str(x[0])))))
     if args.json:
         Path(args.json).write_text(json.dumps(dump, indent=1))
 

@@ -13,7 +13,8 @@
 #                  `cargo build --release -p review-agent-gateway` when BIN is unset)
 #   BENCH_MIRROR   a directory of bare repositories named like the search tool's fetch does
 #                  (<dir>/<owner>+<name>/repo), used instead of cloning from GitHub
-#   SEMGREP_RULES  a checkout of semgrep/semgrep-rules to use instead of the pinned clone
+#   SEMGREP_RULES  a checkout of semgrep/semgrep-rules to use instead of the pinned one (its git
+#                  HEAD keys the cache; a directory without git is "local": use --no-cache)
 #   SEMGREP_JOBS   semgrep -j (default 2)
 # Everything it makes lives under target/: the tools in target/bench-venv (pinned versions,
 # installed from PyPI when missing), the repositories, snapshots and the semgrep result cache in

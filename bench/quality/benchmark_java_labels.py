@@ -18,9 +18,10 @@ Sink lines: the lines of the test case, from its `doPost` on (the `doGet` above 
 boilerplate in every case), that match the category's sink pattern below (the API call that
 makes the case vulnerable and the line building its tainted argument, e.g. `String sql = ...`
 and `statement.executeQuery(sql)`); the label spans the first to the last such line (for xss:
-the last write to the response, to the end of its statement; earlier writes print fixed
-messages). String literals are blanked before matching, so a message naming an API is not a
-sink. When no line matches, the label is the whole rest of the file from `doPost` (the script says how many).
+the last write to the response of something other than string literals, to the end of its
+statement; the other writes print fixed text). Comment lines are skipped; string literals are
+blanked before matching, so a message naming an API is not a sink. When no line matches, the
+label is the whole rest of the file from `doPost` (the script says how many; none at the pin).
 
 Usage: python3 bench/quality/benchmark_java_labels.py GIT_DIR [COMMIT] > paths.txt
   GIT_DIR: a git directory holding OWASP-Benchmark/BenchmarkJava (e.g. the bare mirror
@@ -73,6 +74,8 @@ STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 
 
 def is_sink(line, category):
+    if line.lstrip().startswith(("//", "*", "/*")):
+        return False
     if re.search(SINK[category], STRING.sub('""', line)):
         return True
     return category in RAW_SINK and re.search(RAW_SINK[category], line) is not None
@@ -98,12 +101,23 @@ def sink_range(text, category):
     post = next((i for i, l in enumerate(lines) if re.search(r"\bvoid doPost\(", l)), 0)
     hits = [i + 1 for i in range(post, len(lines)) if is_sink(lines[i], category)]
     if hits and category == "xss":
-        # The last write is the one of the tainted value; earlier ones print fixed messages.
-        # The label is that statement, to its `;`.
+        # The sink is the last write of something other than string literals (earlier and
+        # later writes print fixed text); the label is that statement, to its `;`.
+        def statement(start):
+            end = next((i + 1 for i in range(start - 1, len(lines))
+                        if lines[i].rstrip().endswith(";")), start)
+            return end, STRING.sub('""', " ".join(lines[start - 1:end]))
+
+        def writes_a_value(text):
+            m = list(re.finditer(r"\.(print|println|printf|format|write)\(", text))
+            return bool(m) and re.search(r"[A-Za-z_]", text[m[-1].end():]) is not None
+
+        for start in reversed(hits):
+            end, text = statement(start)
+            if writes_a_value(text):
+                return start, end, True
         start = hits[-1]
-        end = next((i + 1 for i in range(start - 1, len(lines))
-                    if lines[i].rstrip().endswith(";")), start)
-        return start, end, True
+        return start, statement(start)[0], True
     if hits:
         return hits[0], hits[-1], True
     return post + 1, len(lines), False
