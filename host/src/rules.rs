@@ -2,7 +2,9 @@
 //! provider and the `rules` review stage).
 //!
 //! A **rule set** is one TOML file with an id and a version; a **rule** flags single lines of
-//! code with a regex. The [`Catalog`] holds the loaded rule sets; a review picks some with
+//! code with a regex (a line rule, `pattern`) or matches the syntax tree of a changed file with
+//! an ast-grep rule and dataflow conditions (a syntax rule, `ast` + `flow`: [`SyntaxTree`] and
+//! `host/rules/README.md`). The [`Catalog`] holds the loaded rule sets; a review picks some with
 //! [`Catalog::select`] (the request's `ruleSetIds`), and the [`Selection`] matches lines fast
 //! and names the `ruleSetVersion` that enters the review cache key.
 //!
