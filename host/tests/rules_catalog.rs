@@ -638,8 +638,8 @@ fn readme_examples_load_and_behave_as_described() {
     let blocks = readme_toml_blocks();
     assert_eq!(
         blocks.len(),
-        2,
-        "the disable example and the format example"
+        3,
+        "the disable example, the format example and the syntax-rule example"
     );
 
     let mut catalog = Catalog::builtin();
@@ -665,6 +665,14 @@ fn readme_examples_load_and_behave_as_described() {
         rule.fix("    total = float(row[3])").as_deref(),
         Some("    total = Decimal(row[3])")
     );
+
+    // The syntax-rule example: a rule file around it loads, which runs its examples.
+    let file = format!("id = \"team\"\nversion = \"1\"\n\n{}", blocks[2]);
+    let mut catalog = Catalog::new();
+    catalog
+        .add_source("README.md#syntax", &file)
+        .expect("the syntax-rule example loads and its examples hold");
+    assert!(catalog.sets()[0].rules[0].is_syntax());
 }
 
 #[test]

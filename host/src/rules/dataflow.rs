@@ -27,6 +27,9 @@
 //! Every answer carries the lines of the assignments it went through, so a finding can cite
 //! the line that built a query next to the line that ran it.
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use ast_grep_core::Node;
 use ast_grep_core::tree_sitter::StrDoc;
 use ast_grep_language::SupportLang;
@@ -378,10 +381,24 @@ impl Answer {
 }
 
 /// The analysis of one parsed file.
-pub(super) struct Flow {
+pub(super) struct Flow<'r> {
     lang: SupportLang,
     grammar: &'static Grammar,
+    /// Variable lookups left for the current question ([`MAX_LOOKUPS`] at its start).
+    lookups: std::cell::Cell<u32>,
+    /// Every assignment in a scope, by variable name in source order, built on the first
+    /// lookup in that scope: keyed by the scope node's byte range.
+    scopes: std::cell::RefCell<HashMap<(usize, usize), Rc<Scope<'r>>>>,
 }
+
+/// The assignments of one scope (a function, or the top level of the file), by name.
+type Scope<'r> = HashMap<String, Vec<Def<'r>>>;
+
+/// Most variable lookups one question may make. Each lookup walks the enclosing function, and
+/// `input` may follow every variable of an expression at each of [`MAX_DEPTH`] levels, so a
+/// hostile file could otherwise make one question exponential. Past the budget a variable
+/// counts as unknown: not constant, not dynamic, not input.
+pub(super) const MAX_LOOKUPS: u32 = 256;
 
 /// What a node is made of, as far as constants go.
 fn is_content_part(kind: &str) -> bool {
@@ -432,21 +449,24 @@ fn is_parenthesized(kind: &str) -> bool {
     kind.contains("parenthesized")
 }
 
-impl Flow {
+impl<'r> Flow<'r> {
     /// The analysis for a file in `lang`.
-    pub(super) fn new(lang: SupportLang) -> Flow {
+    pub(super) fn new(lang: SupportLang) -> Flow<'r> {
         Flow {
             lang,
             grammar: grammar(lang),
+            lookups: std::cell::Cell::new(MAX_LOOKUPS),
+            scopes: std::cell::RefCell::new(HashMap::new()),
         }
     }
 
     /// Whether `node`'s value is fixed in the source (see the module docs).
-    pub(super) fn constant(&self, node: &SyntaxNode<'_>) -> Answer {
+    pub(super) fn constant(&self, node: &SyntaxNode<'r>) -> Answer {
+        self.lookups.set(MAX_LOOKUPS);
         self.constant_at(node, MAX_DEPTH)
     }
 
-    fn constant_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+    fn constant_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let kind = node.kind();
         if is_scalar_literal(&kind) {
             return Answer::yes(Vec::new());
@@ -490,7 +510,7 @@ impl Flow {
         Answer::no()
     }
 
-    fn all_children_constant(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+    fn all_children_constant(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let mut via = Vec::new();
         for child in node.named_children() {
             let kind = child.kind();
@@ -508,11 +528,12 @@ impl Flow {
 
     /// Whether `node` is a string built at run time from a non-constant part (see the module
     /// docs).
-    pub(super) fn dynamic(&self, node: &SyntaxNode<'_>) -> Answer {
+    pub(super) fn dynamic(&self, node: &SyntaxNode<'r>) -> Answer {
+        self.lookups.set(MAX_LOOKUPS);
         self.dynamic_at(node, MAX_DEPTH)
     }
 
-    fn dynamic_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+    fn dynamic_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let kind = node.kind();
         if is_string_kind(&kind) {
             // An interpolation that is not itself constant.
@@ -572,7 +593,7 @@ impl Flow {
             }) {
                 // A format call with a non-constant argument (the receiver of `"…".format`
                 // counts as an argument: `template.format(x)` with a variable template too).
-                let mut parts: Vec<SyntaxNode<'_>> = arguments(node).collect();
+                let mut parts: Vec<SyntaxNode<'r>> = arguments(node).collect();
                 if let Some(object) = callee.field("object") {
                     parts.push(object);
                 }
@@ -602,7 +623,7 @@ impl Flow {
 
     /// Whether the node is a string: a literal (constant or interpolated), a string built at
     /// run time, or a variable holding one.
-    fn stringy(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+    fn stringy(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let kind = node.kind();
         if is_string_kind(&kind) || kind == "concatenated_string" {
             return Answer::yes(Vec::new());
@@ -639,11 +660,12 @@ impl Flow {
     }
 
     /// Whether `node`'s value comes from request input (see the module docs).
-    pub(super) fn input(&self, node: &SyntaxNode<'_>) -> Answer {
+    pub(super) fn input(&self, node: &SyntaxNode<'r>) -> Answer {
+        self.lookups.set(MAX_LOOKUPS);
         self.input_at(node, MAX_DEPTH)
     }
 
-    fn input_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+    fn input_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let text = node.text();
         if self.grammar.sources.iter().any(|s| text.contains(s)) {
             return Answer::yes(Vec::new());
@@ -652,7 +674,7 @@ impl Flow {
             return Answer::no();
         }
         // Any variable the expression reads that holds input.
-        let mut identifiers: Vec<SyntaxNode<'_>> = Vec::new();
+        let mut identifiers: Vec<SyntaxNode<'r>> = Vec::new();
         if is_identifier(&node.kind()) {
             identifiers.push(node.clone());
         } else {
@@ -678,10 +700,7 @@ impl Flow {
     }
 
     /// A binary expression's (left, operator text, right).
-    fn binary<'r>(
-        &self,
-        node: &SyntaxNode<'r>,
-    ) -> Option<(SyntaxNode<'r>, String, SyntaxNode<'r>)> {
+    fn binary(&self, node: &SyntaxNode<'r>) -> Option<(SyntaxNode<'r>, String, SyntaxNode<'r>)> {
         let kind = node.kind();
         if !(kind == "binary_operator"
             || kind == "binary_expression"
@@ -713,7 +732,7 @@ impl Flow {
     }
 
     /// The node naming the function a call calls, for call nodes.
-    fn callee<'r>(&self, node: &SyntaxNode<'r>) -> Option<SyntaxNode<'r>> {
+    fn callee(&self, node: &SyntaxNode<'r>) -> Option<SyntaxNode<'r>> {
         let kind = node.kind();
         let &(_, field) = self.grammar.calls.iter().find(|(k, _)| *k == kind)?;
         if self.lang == SupportLang::Java {
@@ -730,16 +749,28 @@ impl Flow {
 
     /// The assignments reaching a use of the variable `ident`: the last plain one before it
     /// in the enclosing function (else at the top level of the file), and the compound ones
-    /// after that, in source order.
-    fn reaching<'r>(&self, ident: &SyntaxNode<'r>) -> Vec<Def<'r>> {
+    /// after that, in source order. Costs one lookup of the budget; the scope's assignments
+    /// are indexed once.
+    fn reaching(&self, ident: &SyntaxNode<'r>) -> Vec<Def<'r>> {
+        let left = self.lookups.get();
+        if left == 0 {
+            return Vec::new();
+        }
+        self.lookups.set(left - 1);
         let name = ident.text();
         let before = ident.range().start;
         let scope = ident
             .ancestors()
             .find(|a| self.grammar.functions.contains(&a.kind().as_ref()));
+        let earlier = |index: &Scope<'r>| -> Vec<Def<'r>> {
+            index
+                .get(name.as_ref())
+                .map(|defs| defs.iter().filter(|d| d.start < before).cloned().collect())
+                .unwrap_or_default()
+        };
         let mut defs = Vec::new();
         if let Some(scope) = &scope {
-            self.collect_defs(scope, &name, before, &mut defs, true);
+            defs = earlier(&self.scope(scope, true));
             if defs.is_empty() {
                 // A parameter of the function: input when the parameter says so.
                 if let Some(param) = self.parameter(scope, &name) {
@@ -749,7 +780,7 @@ impl Flow {
         }
         if defs.is_empty() {
             let root = ident.ancestors().last().unwrap_or_else(|| ident.clone());
-            self.collect_defs(&root, &name, before, &mut defs, false);
+            defs = earlier(&self.scope(&root, false));
         }
         // From the last plain assignment on.
         if let Some(last_plain) = defs.iter().rposition(|d| !d.compound) {
@@ -758,41 +789,41 @@ impl Flow {
         defs
     }
 
-    fn collect_defs<'r>(
-        &self,
-        scope: &SyntaxNode<'r>,
-        name: &str,
-        before: usize,
-        out: &mut Vec<Def<'r>>,
-        inside_function: bool,
-    ) {
+    /// The assignments of `scope`, indexed on first use: inside a function every statement
+    /// but nested functions; at the top level only statements outside classes and functions.
+    fn scope(&self, scope: &SyntaxNode<'r>, inside_function: bool) -> Rc<Scope<'r>> {
+        let key = (scope.range().start, scope.range().end);
+        if let Some(index) = self.scopes.borrow().get(&key) {
+            return Rc::clone(index);
+        }
+        let mut index: Scope<'r> = HashMap::new();
         let mut stack: Vec<SyntaxNode<'r>> = scope.children().collect();
         stack.reverse();
         while let Some(node) = stack.pop() {
-            if node.range().start >= before {
-                continue;
-            }
             let kind = node.kind();
             if self.grammar.functions.contains(&kind.as_ref()) {
                 continue; // another scope
             }
-            if let Some(def) = self.definition(&node, name) {
-                out.push(def);
+            for (name, def) in self.definitions(&node) {
+                index.entry(name).or_default().push(def);
             }
-            if !inside_function
-                && node.kind() != "expression_statement"
-                && is_statement_block(&kind)
-            {
+            if !inside_function && kind != "expression_statement" && is_statement_block(&kind) {
                 continue;
             }
             let children: Vec<_> = node.children().collect();
             stack.extend(children.into_iter().rev());
         }
-        out.sort_by_key(|d| d.start);
+        for defs in index.values_mut() {
+            defs.sort_by_key(|d| d.start);
+        }
+        let index = Rc::new(index);
+        self.scopes.borrow_mut().insert(key, Rc::clone(&index));
+        index
     }
 
-    /// When `node` assigns `name`, that assignment.
-    fn definition<'r>(&self, node: &SyntaxNode<'r>, name: &str) -> Option<Def<'r>> {
+    /// The variables `node` assigns, when it is an assignment: one, or several for a list
+    /// target (`a, b := f(), g()`), each with its share of the value.
+    fn definitions(&self, node: &SyntaxNode<'r>) -> Vec<(String, Def<'r>)> {
         let kind = node.kind();
         let compound_by_operator = node
             .field("operator")
@@ -812,12 +843,15 @@ impl Flow {
         {
             (t, v, false)
         } else {
-            return None;
+            return Vec::new();
         };
         let target = if target_field.is_empty() {
-            node.named_children().next()?
+            node.named_children().next()
         } else {
-            node.field(target_field)?
+            node.field(target_field)
+        };
+        let Some(target) = target else {
+            return Vec::new();
         };
         let value_node = |index: Option<usize>| -> Option<SyntaxNode<'r>> {
             let value = if value_field.is_empty() {
@@ -832,32 +866,30 @@ impl Flow {
                 _ => Some(value),
             }
         };
-        // The target: the name itself, or a list/tuple holding it (`a, b := f(), g()`).
-        let (matches, index) = if target_name(&target).as_deref() == Some(name) {
-            (true, None)
-        } else if target.kind().contains("list") || target.kind().contains("pattern") {
-            let position = target
-                .named_children()
-                .position(|c| target_name(&c).as_deref() == Some(name));
-            (position.is_some(), position)
-        } else {
-            (false, None)
-        };
-        if !matches {
-            return None;
-        }
-        Some(Def {
+        let def = |index: Option<usize>| Def {
             start: node.range().start,
             line: node.start_pos().line(),
             value: value_node(index),
             compound,
             parameter_source: false,
-        })
+        };
+        // The target: the name itself, or a list/tuple holding names.
+        if let Some(name) = target_name(&target) {
+            return vec![(name, def(None))];
+        }
+        if target.kind().contains("list") || target.kind().contains("pattern") {
+            return target
+                .named_children()
+                .enumerate()
+                .filter_map(|(i, c)| Some((target_name(&c)?, def(Some(i)))))
+                .collect();
+        }
+        Vec::new()
     }
 
     /// A parameter of the function `scope` named `name`, as a definition with no value; it is
     /// a source of input when its declaration names one (`@RequestParam String q`).
-    fn parameter<'r>(&self, scope: &SyntaxNode<'r>, name: &str) -> Option<Def<'r>> {
+    fn parameter(&self, scope: &SyntaxNode<'r>, name: &str) -> Option<Def<'r>> {
         let params = scope.field("parameters")?;
         let param = params.named_children().find(|p| {
             p.dfs()
@@ -876,6 +908,7 @@ impl Flow {
 }
 
 /// One assignment reaching a use.
+#[derive(Clone)]
 struct Def<'r> {
     start: usize,
     /// 0-based line of the assignment.

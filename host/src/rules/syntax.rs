@@ -31,7 +31,7 @@ use ast_grep_core::AstGrep;
 use ast_grep_language::{LanguageExt, SupportLang};
 use serde::Deserialize;
 
-use super::dataflow::{Doc, Flow, SyntaxNode};
+use super::dataflow::{Answer, Doc, Flow, SyntaxNode};
 use super::language::Language;
 
 /// Largest file a syntax rule parses, in bytes; larger files get line rules only.
@@ -129,6 +129,27 @@ impl std::fmt::Debug for SyntaxRule {
     }
 }
 
+/// One `flow` condition.
+#[derive(Clone, Copy)]
+enum Condition {
+    Dynamic,
+    NotConstant,
+    Input,
+}
+
+impl Condition {
+    fn answer<'r>(self, flow: &Flow<'r>, node: &SyntaxNode<'r>) -> Answer {
+        match self {
+            Condition::Dynamic => flow.dynamic(node),
+            Condition::NotConstant => Answer {
+                holds: !flow.constant(node).holds,
+                via: Vec::new(),
+            },
+            Condition::Input => flow.input(node),
+        }
+    }
+}
+
 /// One place a syntax rule matched in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntaxMatch {
@@ -222,9 +243,12 @@ impl SyntaxRule {
             let mut via = Vec::new();
             if !self.flow.is_empty() {
                 let env = m.get_env();
-                let check = |vars: &[String],
-                             test: &dyn Fn(&SyntaxNode<'_>) -> super::dataflow::Answer,
-                             via: &mut Vec<usize>| {
+                let conditions = [
+                    (&self.flow.dynamic, Condition::Dynamic),
+                    (&self.flow.not_constant, Condition::NotConstant),
+                    (&self.flow.input, Condition::Input),
+                ];
+                let holds = conditions.iter().all(|(vars, condition)| {
                     vars.iter().all(|var| {
                         let var = var.trim_start_matches('$');
                         let nodes: Vec<SyntaxNode<'_>> = match env.get_match(var) {
@@ -232,28 +256,15 @@ impl SyntaxRule {
                             None => env.get_multiple_matches(var),
                         };
                         nodes.iter().any(|node| {
-                            let answer = test(node);
+                            let answer = condition.answer(&flow, node);
                             if answer.holds {
                                 via.extend(answer.via);
                             }
                             answer.holds
                         })
                     })
-                };
-                if !check(&self.flow.dynamic, &|n| flow.dynamic(n), &mut via)
-                    || !check(
-                        &self.flow.not_constant,
-                        &|n| {
-                            let c = flow.constant(n);
-                            super::dataflow::Answer {
-                                holds: !c.holds,
-                                via: Vec::new(),
-                            }
-                        },
-                        &mut via,
-                    )
-                    || !check(&self.flow.input, &|n| flow.input(n), &mut via)
-                {
+                });
+                if !holds {
                     continue;
                 }
             }
@@ -390,5 +401,21 @@ mod tests {
             vec![]
         );
         assert_eq!(py("def f(c, q):\n    c.execute(q)\n"), vec![]);
+    }
+
+    /// A hostile file cannot make `flow` exponential: a chain of variables each built from
+    /// many others is answered within the lookup budget.
+    #[test]
+    fn flow_questions_are_bounded() {
+        // No source anywhere: without the budget every path of the chain is followed
+        // (about 39^6 lookups).
+        let mut code = String::from("def f(request, cur):\n    v0 = 'x'\n");
+        for i in 1..40 {
+            let parts: Vec<String> = (0..i).map(|j| format!("v{j}")).collect();
+            code.push_str(&format!("    v{i} = {}\n", parts.join(" + ")));
+        }
+        code.push_str("    cur.execute('SELECT ' + v39)\n    open(v39)\n");
+        let rule = "ast.rule.pattern = 'open($P)'\nflow.input = ['P']";
+        assert_eq!(matches(Language::Python, rule, &code), vec![]);
     }
 }
