@@ -391,4 +391,30 @@ mod tests {
         );
         assert_eq!(py("def f(c, q):\n    c.execute(q)\n"), vec![]);
     }
+
+    #[test]
+    fn javascript_replace_builds_a_string_and_regex_literals_are_constant() {
+        let rule = "ast.rule.pattern = 'pug.compile($T)'\nflow.dynamic = ['T']";
+        let js = |code: &str| matches(Language::JavaScript, rule, code);
+        // A placeholder filled from a parameter: built at run time.
+        assert_eq!(
+            js(
+                "function f(name) {\n  let t = load()\n  t = t.replace(/_name_/g, name)\n  return pug.compile(t)\n}\n"
+            ),
+            vec![(4, 4)]
+        );
+        assert_eq!(
+            js(
+                "function f(name) {\n  return pug.compile('<p>_n_</p>'.replaceAll('_n_', name))\n}\n"
+            ),
+            vec![(2, 2)]
+        );
+        // Constant receiver, regex literal and replacement: fixed in the source.
+        assert_eq!(
+            js(
+                "function f() {\n  const t = '<p>_n_</p>'.replace(/_n_/g, 'x')\n  return pug.compile(t)\n}\n"
+            ),
+            vec![]
+        );
+    }
 }
