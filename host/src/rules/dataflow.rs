@@ -124,6 +124,9 @@ const JAVASCRIPT: Grammar = Grammar {
         "req.param(",
         "req.get(",
         "req.url",
+        // Uploads (multer, express-fileupload): their content and the client's file name.
+        "req.file",
+        ".originalname",
         "request.query",
         "request.body",
         "request.params",
@@ -250,7 +253,15 @@ const RUBY: Grammar = Grammar {
     calls: &[("call", "method")],
     format_callees: &["format", "sprintf"],
     sources: &[
-        "params[", "params.", "cookies[", "request.", "session[", "ARGV", "gets",
+        "params[",
+        "params.",
+        "cookies[",
+        "request.",
+        "session[",
+        "ARGV",
+        "gets",
+        // The client's name for an uploaded file (`ActionDispatch::Http::UploadedFile`).
+        ".original_filename",
     ],
 };
 

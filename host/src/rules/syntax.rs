@@ -417,4 +417,34 @@ mod tests {
             vec![]
         );
     }
+
+    #[test]
+    fn uploaded_file_names_are_request_input() {
+        let ruby = "ast.rule.pattern = 'File.open($P, $$$R)'\nflow.input = ['P']";
+        assert_eq!(
+            matches(
+                Language::Ruby,
+                ruby,
+                "def save(file)\n  name = \"public/#{file.original_filename}\"\n  File.open(name, 'wb')\nend\n"
+            ),
+            vec![(3, 3)]
+        );
+        assert_eq!(
+            matches(
+                Language::Ruby,
+                ruby,
+                "def save(file)\n  File.open('public/data.bin', 'wb')\nend\n"
+            ),
+            vec![]
+        );
+        let js = "ast.rule.pattern = 'fs.readFileSync($P)'\nflow.input = ['P']";
+        assert_eq!(
+            matches(
+                Language::JavaScript,
+                js,
+                "function f(req) {\n  const p = 'up/' + req.file.originalname\n  return fs.readFileSync(p)\n}\n"
+            ),
+            vec![(3, 3)]
+        );
+    }
 }
