@@ -76,4 +76,5 @@ pub(super) const BUILTIN: &[(&str, &[&[u8]])] = &[
     ("(?:[+=(,]|\\breturn)\\s*<%=\\s*(?:params|cookies|request)\\b", &[b"cookies", b"params", b"request"]),
     ("^\\s*#\\s*protect_from_forgery\\b|\\bskip_before_action\\s+:verify_authenticity_token\\s*$|\\bskip_forgery_protection\\s*$", &[b":verify_authenticity_token", b"protect_from_forgery", b"skip_forgery_protection"]),
     ("\\bescape_html_entities_in_json\\s*=\\s*false\\b", &[b"escape_html_entities_in_json"]),
+    ("\\brender\\s*\\(?\\s*(?:inline:|:inline\\s*=>)\\s*(?:params\\b|\"[^\"]*#\\{)|\\bERB\\.new\\s*\\(\\s*(?:params\\b|\"[^\"]*#\\{)", &[b":inline", b"erb.new", b"inline:"]),
 ];
