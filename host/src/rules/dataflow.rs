@@ -8,7 +8,8 @@
 //!   ("a literal stays safe").
 //! - [`Flow::dynamic`]: is it a **string built at run time** from a non-constant part? An
 //!   interpolated string (f-string, template literal, `"#{x}"`, `"$x"`) or a concatenation or
-//!   format call (`+`, `.`, `%`, `.format`, `String.format`, `fmt.Sprintf`, `sprintf`) with a
+//!   format call (`+`, `.`, `%`, `.format`, `String.format`, `fmt.Sprintf`, `sprintf`,
+//!   JavaScript's `.replace`/`.replaceAll` filling a placeholder) with a
 //!   non-constant operand, directly or through local variables assigned earlier in the same
 //!   function (`q = "SELECT … " + name` on one line, `cur.execute(q)` lines later). This is
 //!   the shape of injected queries and commands.
@@ -114,7 +115,9 @@ const JAVASCRIPT: Grammar = Grammar {
         "generator_function",
     ],
     calls: &[("call_expression", "function")],
-    format_callees: &["util.format", ".concat"],
+    // `.replace`/`.replaceAll` splice their arguments into the receiver: a template or query
+    // with a placeholder filled from a variable is built at run time.
+    format_callees: &["util.format", ".concat", ".replace", ".replaceAll"],
     sources: &[
         "req.query",
         "req.body",
@@ -124,6 +127,9 @@ const JAVASCRIPT: Grammar = Grammar {
         "req.param(",
         "req.get(",
         "req.url",
+        // Uploads (multer, express-fileupload): their content and the client's file name.
+        "req.file",
+        ".originalname",
         "request.query",
         "request.body",
         "request.params",
@@ -250,7 +256,15 @@ const RUBY: Grammar = Grammar {
     calls: &[("call", "method")],
     format_callees: &["format", "sprintf"],
     sources: &[
-        "params[", "params.", "cookies[", "request.", "session[", "ARGV", "gets",
+        "params[",
+        "params.",
+        "cookies[",
+        "request.",
+        "session[",
+        "ARGV",
+        "gets",
+        // The client's name for an uploaded file (`ActionDispatch::Http::UploadedFile`).
+        ".original_filename",
     ],
 };
 
@@ -425,7 +439,9 @@ fn is_string_kind(kind: &str) -> bool {
         || kind == "char_literal"
 }
 
-/// A literal that is not a string: numbers, booleans, null.
+/// A literal that is not a string: numbers, booleans, null, and regular-expression literals
+/// (JavaScript's and Ruby's `/…/`; an interpolated Ruby regex counts as constant too, a rare
+/// shape this errs on).
 fn is_scalar_literal(kind: &str) -> bool {
     kind.contains("integer")
         || kind.contains("float")
@@ -434,7 +450,15 @@ fn is_scalar_literal(kind: &str) -> bool {
         || kind.contains("boolean")
         || matches!(
             kind,
-            "true" | "false" | "none" | "null" | "nil" | "null_literal" | "undefined" | "boolean"
+            "true"
+                | "false"
+                | "none"
+                | "null"
+                | "nil"
+                | "null_literal"
+                | "undefined"
+                | "boolean"
+                | "regex"
         )
 }
 

@@ -28,9 +28,9 @@ pub enum Language {
     Scala,
     /// `.rs`.
     Rust,
-    /// `.rb`, `.rake`, `.gemspec`, `.ru`, `.erb`; `Gemfile`, `Rakefile`, ...
+    /// `.rb`, `.rake`, `.gemspec`, `.ru`, `.jbuilder`; `Gemfile`, `Rakefile`, ...
     Ruby,
-    /// `.php`, `.phtml`.
+    /// `.php`, `.phtml` (not `.blade.php`: [`Language::Blade`]).
     Php,
     /// `.cs`, `.csx`.
     CSharp,
@@ -72,6 +72,16 @@ pub enum Language {
     Properties,
     /// `.env`, `.env.*`, `*.env`.
     Dotenv,
+    /// ERB templates (Rails views): `.erb`, so `.html.erb` too.
+    Erb,
+    /// EJS templates: `.ejs`.
+    Ejs,
+    /// Jinja templates: `.j2`, `.jinja`, `.jinja2`.
+    Jinja,
+    /// Laravel Blade templates: `.blade.php`.
+    Blade,
+    /// Go `text/template` / `html/template` files: `.tmpl`, `.gohtml`.
+    GoTemplate,
 }
 
 impl Language {
@@ -107,6 +117,11 @@ impl Language {
         Language::Ini,
         Language::Properties,
         Language::Dotenv,
+        Language::Erb,
+        Language::Ejs,
+        Language::Jinja,
+        Language::Blade,
+        Language::GoTemplate,
     ];
 
     /// The lower-case name used in rule files and on the wire, e.g. `"python"`, `"csharp"`.
@@ -142,6 +157,11 @@ impl Language {
             Language::Ini => "ini",
             Language::Properties => "properties",
             Language::Dotenv => "dotenv",
+            Language::Erb => "erb",
+            Language::Ejs => "ejs",
+            Language::Jinja => "jinja",
+            Language::Blade => "blade",
+            Language::GoTemplate => "gotemplate",
         }
     }
 }
@@ -203,7 +223,9 @@ impl<'de> Deserialize<'de> for Language {
 /// are compared case-insensitively. Well-known extensionless names are recognised too:
 /// `Dockerfile`/`Containerfile` (and `Dockerfile.*`), `Gemfile`, `Rakefile` and other Ruby
 /// DSL files, shell start-up files (`.bashrc`, `.zshrc`, `.profile`, ...), and `.env` /
-/// `.env.*` files. A `.h` header counts as C.
+/// `.env.*` files. A `.h` header counts as C. Templates are languages of their own, not their
+/// host language's: `.erb` is [`Language::Erb`], `.blade.php` [`Language::Blade`] (the one
+/// two-part extension recognised).
 pub fn language_of(path: &str) -> Option<Language> {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
     let lower = name.to_ascii_lowercase();
@@ -228,6 +250,7 @@ fn by_file_name(lower: &str) -> Option<Language> {
         ".env" => Language::Dotenv,
         _ if lower.starts_with("dockerfile.") => Language::Dockerfile,
         _ if lower.starts_with(".env.") => Language::Dotenv,
+        _ if lower.ends_with(".blade.php") && lower.len() > ".blade.php".len() => Language::Blade,
         _ => return None,
     };
     Some(lang)
@@ -243,7 +266,7 @@ fn by_extension(ext: &str) -> Option<Language> {
         "kt" | "kts" => Language::Kotlin,
         "scala" | "sc" => Language::Scala,
         "rs" => Language::Rust,
-        "rb" | "rake" | "gemspec" | "ru" | "erb" | "jbuilder" => Language::Ruby,
+        "rb" | "rake" | "gemspec" | "ru" | "jbuilder" => Language::Ruby,
         "php" | "phtml" => Language::Php,
         "cs" | "csx" => Language::CSharp,
         "swift" => Language::Swift,
@@ -265,6 +288,10 @@ fn by_extension(ext: &str) -> Option<Language> {
         "ini" | "cfg" => Language::Ini,
         "properties" => Language::Properties,
         "env" => Language::Dotenv,
+        "erb" => Language::Erb,
+        "ejs" => Language::Ejs,
+        "j2" | "jinja" | "jinja2" => Language::Jinja,
+        "tmpl" | "gohtml" => Language::GoTemplate,
         _ => return None,
     };
     Some(lang)
@@ -304,6 +331,16 @@ mod tests {
         check("C:\\repo\\x.cs", Some("csharp"));
         check(".github/workflows/ci.yml", Some("yaml"));
         check("infra/main.tf", Some("terraform"));
+        check("app/views/users/show.html.erb", Some("erb"));
+        check("views/app/products.ejs", Some("ejs"));
+        check("templates/base.jinja2", Some("jinja"));
+        check("roles/x/templates/nginx.conf.j2", Some("jinja"));
+        check("t/page.jinja", Some("jinja"));
+        check("resources/views/home.blade.php", Some("blade"));
+        check("app/Http/Home.php", Some("php"));
+        check("x/.blade.php", Some("php"));
+        check("web/templates/index.gohtml", Some("gotemplate"));
+        check("web/templates/mail.TMPL", Some("gotemplate"));
         check("README", None);
         check(".gitignore", None);
         check("archive.tar.gz", None);

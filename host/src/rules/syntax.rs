@@ -418,4 +418,60 @@ mod tests {
         let rule = "ast.rule.pattern = 'open($P)'\nflow.input = ['P']";
         assert_eq!(matches(Language::Python, rule, &code), vec![]);
     }
+
+    #[test]
+    fn javascript_replace_builds_a_string_and_regex_literals_are_constant() {
+        let rule = "ast.rule.pattern = 'pug.compile($T)'\nflow.dynamic = ['T']";
+        let js = |code: &str| matches(Language::JavaScript, rule, code);
+        // A placeholder filled from a parameter: built at run time.
+        assert_eq!(
+            js(
+                "function f(name) {\n  let t = load()\n  t = t.replace(/_name_/g, name)\n  return pug.compile(t)\n}\n"
+            ),
+            vec![(4, 4)]
+        );
+        assert_eq!(
+            js(
+                "function f(name) {\n  return pug.compile('<p>_n_</p>'.replaceAll('_n_', name))\n}\n"
+            ),
+            vec![(2, 2)]
+        );
+        // Constant receiver, regex literal and replacement: fixed in the source.
+        assert_eq!(
+            js(
+                "function f() {\n  const t = '<p>_n_</p>'.replace(/_n_/g, 'x')\n  return pug.compile(t)\n}\n"
+            ),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn uploaded_file_names_are_request_input() {
+        let ruby = "ast.rule.pattern = 'File.open($P, $$$R)'\nflow.input = ['P']";
+        assert_eq!(
+            matches(
+                Language::Ruby,
+                ruby,
+                "def save(file)\n  name = \"public/#{file.original_filename}\"\n  File.open(name, 'wb')\nend\n"
+            ),
+            vec![(3, 3)]
+        );
+        assert_eq!(
+            matches(
+                Language::Ruby,
+                ruby,
+                "def save(file)\n  File.open('public/data.bin', 'wb')\nend\n"
+            ),
+            vec![]
+        );
+        let js = "ast.rule.pattern = 'fs.readFileSync($P)'\nflow.input = ['P']";
+        assert_eq!(
+            matches(
+                Language::JavaScript,
+                js,
+                "function f(req) {\n  const p = 'up/' + req.file.originalname\n  return fs.readFileSync(p)\n}\n"
+            ),
+            vec![(3, 3)]
+        );
+    }
 }

@@ -151,7 +151,7 @@ pub const EXPECTED: &[(&str, &str, u32)] = &[
     ("python.eval-dynamic", "app/main.py", 15),
     ("python.tls-verify-disabled", "app/main.py", 17),
     ("python.sql-injection", "app/main.py", 19),
-    ("javascript.eval-dynamic", "web/app.js", 6),
+    ("javascript.code-injection", "web/app.js", 6),
     ("javascript.dom-xss", "web/app.js", 7),
     ("javascript.sql-injection", "web/db.ts", 5),
     ("javascript.tls-reject-unauthorized", "web/db.ts", 7),

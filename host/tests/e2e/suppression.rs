@@ -35,12 +35,12 @@ const CASES: &[Case] = &[
     (
         "web/app.js",
         "",
-        "const a = eval(userA); // review-agent: ignore javascript.eval-dynamic\n\
-         // review-agent: ignore javascript.eval-dynamic\n\
+        "const a = eval(userA); // review-agent: ignore javascript.code-injection\n\
+         // review-agent: ignore javascript.code-injection\n\
          const b = eval(userB);\n\
          const c = eval(userC); // review-agent: ignore javascript.dom-xss\n\
          el.innerHTML = c; /* review-agent: ignore javascript.dom-xss */\n",
-        &[("javascript.eval-dynamic", 4)],
+        &[("javascript.code-injection", 4)],
     ),
     // The directive line above was already in base (a context line): it still applies.
     (
