@@ -443,7 +443,7 @@ impl Flow {
 
     /// Whether `node`'s value is fixed in the source (see the module docs).
     pub(super) fn constant(&self, node: &SyntaxNode<'_>) -> Answer {
-        self.constant_at(node, MAX_DEPTH)
+        self.constant_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn constant_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
@@ -509,7 +509,7 @@ impl Flow {
     /// Whether `node` is a string built at run time from a non-constant part (see the module
     /// docs).
     pub(super) fn dynamic(&self, node: &SyntaxNode<'_>) -> Answer {
-        self.dynamic_at(node, MAX_DEPTH)
+        self.dynamic_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn dynamic_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
@@ -640,7 +640,7 @@ impl Flow {
 
     /// Whether `node`'s value comes from request input (see the module docs).
     pub(super) fn input(&self, node: &SyntaxNode<'_>) -> Answer {
-        self.input_at(node, MAX_DEPTH)
+        self.input_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn input_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
@@ -829,6 +829,10 @@ impl Flow {
             };
             match index {
                 Some(i) if value.kind().contains("list") => value.named_children().nth(i),
+                // Go's `const x = "a"` / `var x = f()` hold their one value in a list too.
+                None if value.kind().contains("list") && value.named_children().count() == 1 => {
+                    value.named_children().next()
+                }
                 _ => Some(value),
             }
         };
@@ -915,6 +919,20 @@ fn interpolated_expression<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
             .find(|c| !c.kind().contains("specifier") && !c.kind().contains("conversion"))
     {
         return inner;
+    }
+    node.clone()
+}
+
+/// The expression an argument wrapper holds: PHP's and C#'s `argument` and Kotlin's
+/// `value_argument` wrap the value (after an optional name: `f(name: $x)`), and a metavariable
+/// of a call pattern (`mysqli_query($C, $Q)`) binds the wrapper. Other nodes are returned as
+/// they are.
+fn argument_value<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
+    let kind = node.kind();
+    if kind == "argument" || kind == "value_argument" {
+        if let Some(inner) = node.named_children().last() {
+            return inner;
+        }
     }
     node.clone()
 }

@@ -391,4 +391,38 @@ mod tests {
         );
         assert_eq!(py("def f(c, q):\n    c.execute(q)\n"), vec![]);
     }
+
+    #[test]
+    fn call_arguments_are_read_through_their_wrapper_node() {
+        // PHP (like C#) wraps each call argument in an `argument` node, which a metavariable
+        // of a call pattern binds: the flow conditions read the expression inside.
+        let rule = "ast.rule.pattern = 'mysqli_query($C, $Q)'\nflow.dynamic = ['Q']";
+        let php = |code: &str| matches(Language::Php, rule, code);
+        assert_eq!(
+            php("<?php\n$id = $_GET['id'];\n$q = \"SELECT * FROM t WHERE id = '$id'\";\nmysqli_query($c, $q);\n"),
+            vec![(4, 4)]
+        );
+        assert_eq!(php("<?php\nmysqli_query($c, 'SELECT 1 FROM t' . ' LIMIT 1');\n"), vec![]);
+        let rule = "ast.rule.pattern = 'system($X)'\nflow.not_constant = ['X']";
+        assert_eq!(matches(Language::Php, rule, "<?php\nsystem('uptime');\n"), vec![]);
+        assert_eq!(matches(Language::Php, rule, "<?php\nsystem($cmd);\n"), vec![(2, 2)]);
+    }
+
+    #[test]
+    fn go_constants_and_calls_by_position() {
+        let rule = "ast.rule.all = [{ kind = 'call_expression' }, \
+                    { has = { field = 'function', regex = '\\.Exec$' } }, \
+                    { has = { field = 'arguments', has = { nthChild = 1, pattern = '$Q' } } }]\n\
+                    flow.dynamic = ['Q']";
+        let go = |code: &str| matches(Language::Go, rule, code);
+        // A package-level `const` (its value sits in an expression list) stays constant.
+        assert_eq!(
+            go("package p\nconst t = \"items\"\nfunc f() {\n\tdb.Exec(\"DROP TABLE \" + t)\n}\n"),
+            vec![]
+        );
+        assert_eq!(
+            go("package p\nfunc f(t string) {\n\tq := fmt.Sprintf(\"DROP TABLE %s\", t)\n\tdb.Exec(q)\n}\n"),
+            vec![(4, 4)]
+        );
+    }
 }
