@@ -15,12 +15,13 @@
 //! - [`Flow::input`]: does it come from **request input** where the framework makes that
 //!   obvious (`request.args`, `req.query`, `$_GET`, `request.getParameter`, `params[...]`,
 //!   `r.URL.Query()`, …), directly or through local variables and the expressions built from
-//!   them?
+//!   them? A value fixed in the source never is, even when its text names a source.
 //!
 //! "Reaching assignment" is deliberately simple, with no control-flow graph: the last plain
 //! assignment to the same name before the use, in the enclosing function (or, for a name
 //! never assigned there, at the top level of the file), plus every compound assignment
-//! (`+=`, `.=`) between the two. Branches are therefore read as straight-line code, which
+//! (`+=`, `.=`) between the two. An assignment the use is part of (`x = decode(x)`) does not
+//! reach it: the `x` inside reads the value from before. Branches are therefore read as straight-line code, which
 //! errs towards reporting. Lookups go at most [`MAX_DEPTH`] variables deep, so cycles
 //! (`x = x + 1`) end.
 //!
@@ -644,6 +645,11 @@ impl Flow {
     }
 
     fn input_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
+        // A value fixed in the source is never input, whatever its text says
+        // (`"getQueryString() found nothing"`).
+        if self.constant_at(node, depth.min(1)).holds {
+            return Answer::no();
+        }
         let text = node.text();
         if self.grammar.sources.iter().any(|s| text.contains(s)) {
             return Answer::yes(Vec::new());
@@ -776,7 +782,10 @@ impl Flow {
             if self.grammar.functions.contains(&kind.as_ref()) {
                 continue; // another scope
             }
-            if let Some(def) = self.definition(&node, name) {
+            // An assignment around the use (`x = decode(x)`) reads the value from before it.
+            if let Some(def) = self.definition(&node, name)
+                && node.range().end <= before
+            {
                 out.push(def);
             }
             if !inside_function

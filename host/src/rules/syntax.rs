@@ -425,4 +425,25 @@ mod tests {
             vec![(4, 4)]
         );
     }
+
+    #[test]
+    fn input_reads_through_reassignment_and_ignores_literals() {
+        let rule = "ast.rule.pattern = '$R.getWriter().println($$$A)'\nflow.input = ['A']";
+        let java = |body: &str| {
+            let code = format!(
+                "class A {{ void f(HttpServletRequest request, HttpServletResponse response) {{\n{body}\n}} }}"
+            );
+            matches(Language::Java, rule, &code)
+        };
+        // `param = decode(param)` reads the `param` assigned before it.
+        assert_eq!(
+            java("String param = \"\";\nparam = request.getHeader(\"Referer\");\nparam = URLDecoder.decode(param, \"UTF-8\");\nresponse.getWriter().println(param);"),
+            vec![(5, 5)]
+        );
+        // A literal that mentions a source is not input.
+        assert_eq!(
+            java("response.getWriter().println(\"getQueryString() found \" + \"nothing\");"),
+            vec![]
+        );
+    }
 }
