@@ -17,6 +17,11 @@
 //!   `r.URL.Query()`, …), directly or through local variables and the expressions built from
 //!   them? A value fixed in the source never is, even when its text names a source.
 //!
+//! Sanitizers (per language: escaping functions such as `htmlspecialchars`, `encodeForHTML`,
+//! `html.EscapeString`, `escapeshellarg`, and conversions to numbers such as `intval`,
+//! `Integer.parseInt`, `(int)` casts) produce safe values: a call of one counts as constant
+//! and is never input, for every sink alike.
+//!
 //! "Reaching assignment" is deliberately simple, with no control-flow graph: the last plain
 //! assignment to the same name before the use, in the enclosing function (or, for a name
 //! never assigned there, at the top level of the file), plus every compound assignment
@@ -61,6 +66,13 @@ struct Grammar {
     /// Text of request-input expressions (the obvious sources), matched as substrings of an
     /// expression's text.
     sources: &'static [&'static str],
+    /// Sanitizers: functions (matched against the end of the callee's text) whose result is
+    /// safe to use whatever went in: escaping for HTML, shell, LDAP, XPath or URLs, and
+    /// conversions to numbers. A call of one counts as fixed in the source and is never input,
+    /// so `htmlspecialchars($_GET['q'])` or `intval($id)` in a query stays silent. They are not
+    /// told apart by sink: an HTML-escaped value pasted into SQL is also read as safe, a trade
+    /// towards precision. Casts to numbers (`(int) $x`) count too.
+    sanitizers: &'static [&'static str],
 }
 
 const PYTHON: Grammar = Grammar {
@@ -93,6 +105,7 @@ const PYTHON: Grammar = Grammar {
         "input(",
         "sys.argv",
     ],
+    sanitizers: &[],
 };
 
 const JAVASCRIPT: Grammar = Grammar {
@@ -136,6 +149,7 @@ const JAVASCRIPT: Grammar = Grammar {
         "window.name",
         "process.argv",
     ],
+    sanitizers: &[],
 };
 
 const JAVA: Grammar = Grammar {
@@ -176,6 +190,33 @@ const JAVA: Grammar = Grammar {
         "@PathVariable",
         "@RequestBody",
     ],
+    sanitizers: &[
+        "encodeForHTML",
+        "encodeForHTMLAttribute",
+        "encodeForJavaScript",
+        "encodeForCSS",
+        "encodeForURL",
+        "encodeForLDAP",
+        "encodeForDN",
+        "encodeForXPath",
+        "encodeForXML",
+        "encodeForSQL",
+        "encodeForOS",
+        "forHtml",
+        "forHtmlContent",
+        "forHtmlAttribute",
+        "forJavaScript",
+        "forUriComponent",
+        "escapeHtml",
+        "escapeHtml4",
+        "htmlEscape",
+        "escapeXml",
+        "escapeXml11",
+        "parseInt",
+        "parseLong",
+        "parseDouble",
+        "parseBoolean",
+    ],
 };
 
 const GO: Grammar = Grammar {
@@ -208,6 +249,19 @@ const GO: Grammar = Grammar {
         "mux.Vars(",
         "os.Args",
     ],
+    sanitizers: &[
+        "html.EscapeString",
+        "template.HTMLEscapeString",
+        "template.JSEscapeString",
+        "url.QueryEscape",
+        "url.PathEscape",
+        "strconv.Atoi",
+        "strconv.ParseInt",
+        "strconv.ParseUint",
+        "strconv.ParseFloat",
+        "strconv.ParseBool",
+        "strconv.Itoa",
+    ],
 };
 
 const PHP: Grammar = Grammar {
@@ -238,6 +292,19 @@ const PHP: Grammar = Grammar {
         "->query(",
         "->get(",
     ],
+    sanitizers: &[
+        "htmlspecialchars",
+        "htmlentities",
+        "strip_tags",
+        "escapeshellarg",
+        "escapeshellcmd",
+        "urlencode",
+        "rawurlencode",
+        "intval",
+        "floatval",
+        "boolval",
+        "password_hash",
+    ],
 };
 
 const RUBY: Grammar = Grammar {
@@ -250,6 +317,7 @@ const RUBY: Grammar = Grammar {
     sources: &[
         "params[", "params.", "cookies[", "request.", "session[", "ARGV", "gets",
     ],
+    sanitizers: &[],
 };
 
 const CSHARP: Grammar = Grammar {
@@ -286,6 +354,16 @@ const CSHARP: Grammar = Grammar {
         "[FromForm]",
         "[FromRoute]",
     ],
+    sanitizers: &[
+        "HtmlEncode",
+        "HtmlAttributeEncode",
+        "JavaScriptStringEncode",
+        "UrlEncode",
+        "int.Parse",
+        "Int32.Parse",
+        "long.Parse",
+        "Int64.Parse",
+    ],
 };
 
 const KOTLIN: Grammar = Grammar {
@@ -308,6 +386,7 @@ const KOTLIN: Grammar = Grammar {
         "call.parameters",
         "call.receive",
     ],
+    sanitizers: &[],
 };
 
 const RUST: Grammar = Grammar {
@@ -324,6 +403,7 @@ const RUST: Grammar = Grammar {
     ],
     format_callees: &["format"],
     sources: &["std::env::args", "env::args"],
+    sanitizers: &[],
 };
 
 const BASH: Grammar = Grammar {
@@ -343,6 +423,7 @@ const BASH: Grammar = Grammar {
         "$QUERY_STRING",
         "read ",
     ],
+    sanitizers: &[],
 };
 
 fn grammar(lang: SupportLang) -> &'static Grammar {
@@ -449,7 +530,7 @@ impl Flow {
 
     fn constant_at(&self, node: &SyntaxNode<'_>, depth: u8) -> Answer {
         let kind = node.kind();
-        if is_scalar_literal(&kind) {
+        if is_scalar_literal(&kind) || self.sanitized(node) {
             return Answer::yes(Vec::new());
         }
         if is_string_kind(&kind) {
@@ -652,7 +733,16 @@ impl Flow {
         }
         let text = node.text();
         if self.grammar.sources.iter().any(|s| text.contains(s)) {
-            return Answer::yes(Vec::new());
+            if !node.dfs().any(|n| self.sanitized(&n)) {
+                return Answer::yes(Vec::new());
+            }
+            // Part of it is sanitized: the source counts only outside that part.
+            for child in node.named_children() {
+                let a = self.input_at(&child, depth);
+                if a.holds {
+                    return a;
+                }
+            }
         }
         if depth == 0 {
             return Answer::no();
@@ -664,7 +754,14 @@ impl Flow {
         } else {
             identifiers.extend(
                 node.dfs()
-                    .filter(|n| is_identifier(&n.kind()) && !is_callee_or_field(n))
+                    .filter(|n| {
+                        is_identifier(&n.kind())
+                            && !is_callee_or_field(n)
+                            && !n
+                                .ancestors()
+                                .take_while(|a| a.range() != node.range())
+                                .any(|a| self.sanitized(&a))
+                    })
                     .take(64),
             );
         }
@@ -681,6 +778,36 @@ impl Flow {
             }
         }
         Answer::no()
+    }
+
+    /// Whether `node` is a call of one of the language's sanitizers or a cast to a number, whose
+    /// value is safe whatever went in.
+    fn sanitized(&self, node: &SyntaxNode<'_>) -> bool {
+        let kind = node.kind();
+        if kind == "cast_expression" {
+            let text = node.text();
+            let inner = text.trim_start_matches('(').trim_start();
+            return ["int", "integer", "float", "double", "bool", "boolean", "long"]
+                .iter()
+                .any(|ty| {
+                    inner
+                        .strip_prefix(ty)
+                        .is_some_and(|rest| rest.trim_start().starts_with(')'))
+                });
+        }
+        if self.grammar.sanitizers.is_empty() {
+            return false;
+        }
+        let Some(callee) = self.callee(node) else {
+            return false;
+        };
+        let callee = callee.text();
+        self.grammar.sanitizers.iter().any(|s| {
+            callee.as_ref() == *s
+                || callee
+                    .strip_suffix(s)
+                    .is_some_and(|head| head.ends_with('.') || head.ends_with("::") || head.ends_with("->"))
+        })
     }
 
     /// A binary expression's (left, operator text, right).

@@ -446,4 +446,29 @@ mod tests {
             vec![]
         );
     }
+
+    #[test]
+    fn sanitizers_make_values_safe() {
+        let php_rule = "ast.rule.pattern = 'echo $$$A;'\nflow.input = ['A']";
+        let php = |code: &str| matches(Language::Php, php_rule, code);
+        assert_eq!(php("<?php\n$n = $_GET['n'];\necho '<b>' . $n;\n"), vec![(3, 3)]);
+        assert_eq!(php("<?php\n$n = htmlspecialchars($_GET['n']);\necho '<b>' . $n;\n"), vec![]);
+        assert_eq!(php("<?php\necho '<b>' . htmlspecialchars($_GET['n']);\n"), vec![]);
+        assert_eq!(php("<?php\necho '<b>' . (int) $_GET['n'];\n"), vec![]);
+        let sql = "ast.rule.pattern = 'mysqli_query($C, $Q)'\nflow.dynamic = ['Q']";
+        assert_eq!(
+            matches(Language::Php, sql, "<?php\n$id = intval($_GET['id']);\nmysqli_query($c, \"SELECT * FROM t WHERE id = $id\");\n"),
+            vec![]
+        );
+        let java_rule = "ast.rule.pattern = '$R.getWriter().println($$$A)'\nflow.input = ['A']";
+        assert_eq!(
+            matches(Language::Java, java_rule, "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(\"x\" + ESAPI.encoder().encodeForHTML(p));\n} }"),
+            vec![]
+        );
+        // A name that only ends like a sanitizer is none.
+        assert_eq!(
+            matches(Language::Java, java_rule, "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(unescapeHtml(p));\n} }"),
+            vec![(3, 3)]
+        );
+    }
 }
