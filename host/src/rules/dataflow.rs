@@ -648,14 +648,26 @@ impl Flow {
             return Answer::no();
         }
         if let Some(callee) = self.callee(node) {
-            let callee_text = callee.text();
-            if self.grammar.format_callees.iter().any(|f| {
-                callee_text.ends_with(f) || callee_text.as_ref() == f.trim_start_matches('.')
+            // Java's callee is the method name alone: its object joins it (`String.format`).
+            let receiver = if self.lang == SupportLang::Java {
+                node.field("object")
+            } else {
+                callee.field("object")
+            };
+            let callee_text = match (&receiver, self.lang) {
+                (Some(object), SupportLang::Java) => format!("{}.{}", object.text(), callee.text()),
+                _ => callee.text().into_owned(),
+            };
+            if let Some(format) = self.grammar.format_callees.iter().find(|f| {
+                callee_text.ends_with(*f) || callee_text == f.trim_start_matches('.')
             }) {
                 // A format call with a non-constant argument (the receiver of `"…".format`
-                // counts as an argument: `template.format(x)` with a variable template too).
+                // counts as an argument: `template.format(x)` with a variable template too;
+                // the class of `String.format` does not).
                 let mut parts: Vec<SyntaxNode<'_>> = arguments(node).collect();
-                if let Some(object) = callee.field("object") {
+                if format.starts_with('.')
+                    && let Some(object) = receiver
+                {
                     parts.push(object);
                 }
                 for arg in &parts {

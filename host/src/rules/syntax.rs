@@ -471,4 +471,15 @@ mod tests {
             vec![(3, 3)]
         );
     }
+
+    #[test]
+    fn java_format_calls_build_strings() {
+        let rule = "ast.rule.pattern = '$S.executeQuery($Q)'\nflow.dynamic = ['Q']";
+        let java = |body: &str| {
+            matches(Language::Java, rule, &format!("class A {{ void f(Statement st, String n) {{\n{body}\n}} }}"))
+        };
+        assert_eq!(java("String q = String.format(\"SELECT * FROM t WHERE n = '%s'\", n);\nst.executeQuery(q);"), vec![(3, 3)]);
+        assert_eq!(java("st.executeQuery(\"SELECT * FROM t WHERE n = '%s'\".formatted(n));"), vec![(2, 2)]);
+        assert_eq!(java("st.executeQuery(String.format(\"SELECT * FROM %s\", \"t\"));"), vec![]);
+    }
 }
