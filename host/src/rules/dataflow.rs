@@ -304,6 +304,10 @@ const PHP: Grammar = Grammar {
         "floatval",
         "boolval",
         "password_hash",
+        "md5",
+        "sha1",
+        "hash",
+        "crypt",
     ],
 };
 
