@@ -16,12 +16,18 @@
 //! - [`Flow::input`]: does it come from **request input** where the framework makes that
 //!   obvious (`request.args`, `req.query`, `$_GET`, `request.getParameter`, `params[...]`,
 //!   `r.URL.Query()`, …), directly or through local variables and the expressions built from
-//!   them?
+//!   them? A value fixed in the source never is, even when its text names a source.
+//!
+//! Sanitizers (per language: escaping functions such as `htmlspecialchars`, `encodeForHTML`,
+//! `html.EscapeString`, `escapeshellarg`, and conversions to numbers such as `intval`,
+//! `Integer.parseInt`, `(int)` casts) produce safe values: a call of one counts as constant
+//! and is never input, for every sink alike.
 //!
 //! "Reaching assignment" is deliberately simple, with no control-flow graph: the last plain
 //! assignment to the same name before the use, in the enclosing function (or, for a name
 //! never assigned there, at the top level of the file), plus every compound assignment
-//! (`+=`, `.=`) between the two. Branches are therefore read as straight-line code, which
+//! (`+=`, `.=`) between the two. An assignment the use is part of (`x = decode(x)`) does not
+//! reach it: the `x` inside reads the value from before. Branches are therefore read as straight-line code, which
 //! errs towards reporting. Lookups go at most [`MAX_DEPTH`] variables deep, so cycles
 //! (`x = x + 1`) end.
 //!
@@ -64,6 +70,13 @@ struct Grammar {
     /// Text of request-input expressions (the obvious sources), matched as substrings of an
     /// expression's text.
     sources: &'static [&'static str],
+    /// Sanitizers: functions (matched against the end of the callee's text) whose result is
+    /// safe to use whatever went in: escaping for HTML, shell, LDAP, XPath or URLs, and
+    /// conversions to numbers. A call of one counts as fixed in the source and is never input,
+    /// so `htmlspecialchars($_GET['q'])` or `intval($id)` in a query stays silent. They are not
+    /// told apart by sink: an HTML-escaped value pasted into SQL is also read as safe, a trade
+    /// towards precision. Casts to numbers (`(int) $x`) count too.
+    sanitizers: &'static [&'static str],
 }
 
 const PYTHON: Grammar = Grammar {
@@ -96,6 +109,7 @@ const PYTHON: Grammar = Grammar {
         "input(",
         "sys.argv",
     ],
+    sanitizers: &[],
 };
 
 const JAVASCRIPT: Grammar = Grammar {
@@ -144,6 +158,7 @@ const JAVASCRIPT: Grammar = Grammar {
         "window.name",
         "process.argv",
     ],
+    sanitizers: &[],
 };
 
 const JAVA: Grammar = Grammar {
@@ -184,6 +199,33 @@ const JAVA: Grammar = Grammar {
         "@PathVariable",
         "@RequestBody",
     ],
+    sanitizers: &[
+        "encodeForHTML",
+        "encodeForHTMLAttribute",
+        "encodeForJavaScript",
+        "encodeForCSS",
+        "encodeForURL",
+        "encodeForLDAP",
+        "encodeForDN",
+        "encodeForXPath",
+        "encodeForXML",
+        "encodeForSQL",
+        "encodeForOS",
+        "forHtml",
+        "forHtmlContent",
+        "forHtmlAttribute",
+        "forJavaScript",
+        "forUriComponent",
+        "escapeHtml",
+        "escapeHtml4",
+        "htmlEscape",
+        "escapeXml",
+        "escapeXml11",
+        "parseInt",
+        "parseLong",
+        "parseDouble",
+        "parseBoolean",
+    ],
 };
 
 const GO: Grammar = Grammar {
@@ -216,6 +258,19 @@ const GO: Grammar = Grammar {
         "mux.Vars(",
         "os.Args",
     ],
+    sanitizers: &[
+        "html.EscapeString",
+        "template.HTMLEscapeString",
+        "template.JSEscapeString",
+        "url.QueryEscape",
+        "url.PathEscape",
+        "strconv.Atoi",
+        "strconv.ParseInt",
+        "strconv.ParseUint",
+        "strconv.ParseFloat",
+        "strconv.ParseBool",
+        "strconv.Itoa",
+    ],
 };
 
 const PHP: Grammar = Grammar {
@@ -246,6 +301,23 @@ const PHP: Grammar = Grammar {
         "->query(",
         "->get(",
     ],
+    sanitizers: &[
+        "htmlspecialchars",
+        "htmlentities",
+        "strip_tags",
+        "escapeshellarg",
+        "escapeshellcmd",
+        "urlencode",
+        "rawurlencode",
+        "intval",
+        "floatval",
+        "boolval",
+        "password_hash",
+        "md5",
+        "sha1",
+        "hash",
+        "crypt",
+    ],
 };
 
 const RUBY: Grammar = Grammar {
@@ -266,6 +338,7 @@ const RUBY: Grammar = Grammar {
         // The client's name for an uploaded file (`ActionDispatch::Http::UploadedFile`).
         ".original_filename",
     ],
+    sanitizers: &[],
 };
 
 const CSHARP: Grammar = Grammar {
@@ -302,6 +375,16 @@ const CSHARP: Grammar = Grammar {
         "[FromForm]",
         "[FromRoute]",
     ],
+    sanitizers: &[
+        "HtmlEncode",
+        "HtmlAttributeEncode",
+        "JavaScriptStringEncode",
+        "UrlEncode",
+        "int.Parse",
+        "Int32.Parse",
+        "long.Parse",
+        "Int64.Parse",
+    ],
 };
 
 const KOTLIN: Grammar = Grammar {
@@ -324,6 +407,7 @@ const KOTLIN: Grammar = Grammar {
         "call.parameters",
         "call.receive",
     ],
+    sanitizers: &[],
 };
 
 const RUST: Grammar = Grammar {
@@ -340,6 +424,7 @@ const RUST: Grammar = Grammar {
     ],
     format_callees: &["format"],
     sources: &["std::env::args", "env::args"],
+    sanitizers: &[],
 };
 
 const BASH: Grammar = Grammar {
@@ -359,6 +444,7 @@ const BASH: Grammar = Grammar {
         "$QUERY_STRING",
         "read ",
     ],
+    sanitizers: &[],
 };
 
 fn grammar(lang: SupportLang) -> &'static Grammar {
@@ -487,12 +573,12 @@ impl<'r> Flow<'r> {
     /// Whether `node`'s value is fixed in the source (see the module docs).
     pub(super) fn constant(&self, node: &SyntaxNode<'r>) -> Answer {
         self.lookups.set(MAX_LOOKUPS);
-        self.constant_at(node, MAX_DEPTH)
+        self.constant_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn constant_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
         let kind = node.kind();
-        if is_scalar_literal(&kind) {
+        if is_scalar_literal(&kind) || self.sanitized(node) {
             return Answer::yes(Vec::new());
         }
         if is_string_kind(&kind) {
@@ -554,7 +640,7 @@ impl<'r> Flow<'r> {
     /// docs).
     pub(super) fn dynamic(&self, node: &SyntaxNode<'r>) -> Answer {
         self.lookups.set(MAX_LOOKUPS);
-        self.dynamic_at(node, MAX_DEPTH)
+        self.dynamic_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn dynamic_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
@@ -611,14 +697,29 @@ impl<'r> Flow<'r> {
             return Answer::no();
         }
         if let Some(callee) = self.callee(node) {
-            let callee_text = callee.text();
-            if self.grammar.format_callees.iter().any(|f| {
-                callee_text.ends_with(f) || callee_text.as_ref() == f.trim_start_matches('.')
-            }) {
+            // Java's callee is the method name alone: its object joins it (`String.format`).
+            let receiver = if self.lang == SupportLang::Java {
+                node.field("object")
+            } else {
+                callee.field("object")
+            };
+            let callee_text = match (&receiver, self.lang) {
+                (Some(object), SupportLang::Java) => format!("{}.{}", object.text(), callee.text()),
+                _ => callee.text().into_owned(),
+            };
+            if let Some(format) = self
+                .grammar
+                .format_callees
+                .iter()
+                .find(|f| callee_text.ends_with(*f) || callee_text == f.trim_start_matches('.'))
+            {
                 // A format call with a non-constant argument (the receiver of `"…".format`
-                // counts as an argument: `template.format(x)` with a variable template too).
+                // counts as an argument: `template.format(x)` with a variable template too;
+                // the class of `String.format` does not).
                 let mut parts: Vec<SyntaxNode<'r>> = arguments(node).collect();
-                if let Some(object) = callee.field("object") {
+                if format.starts_with('.')
+                    && let Some(object) = receiver
+                {
                     parts.push(object);
                 }
                 for arg in &parts {
@@ -686,13 +787,27 @@ impl<'r> Flow<'r> {
     /// Whether `node`'s value comes from request input (see the module docs).
     pub(super) fn input(&self, node: &SyntaxNode<'r>) -> Answer {
         self.lookups.set(MAX_LOOKUPS);
-        self.input_at(node, MAX_DEPTH)
+        self.input_at(&argument_value(node), MAX_DEPTH)
     }
 
     fn input_at(&self, node: &SyntaxNode<'r>, depth: u8) -> Answer {
+        // A value fixed in the source is never input, whatever its text says
+        // (`"getQueryString() found nothing"`).
+        if self.constant_at(node, depth.min(1)).holds {
+            return Answer::no();
+        }
         let text = node.text();
         if self.grammar.sources.iter().any(|s| text.contains(s)) {
-            return Answer::yes(Vec::new());
+            if !node.dfs().any(|n| self.sanitized(&n)) {
+                return Answer::yes(Vec::new());
+            }
+            // Part of it is sanitized: the source counts only outside that part.
+            for child in node.named_children() {
+                let a = self.input_at(&child, depth);
+                if a.holds {
+                    return a;
+                }
+            }
         }
         if depth == 0 {
             return Answer::no();
@@ -704,7 +819,14 @@ impl<'r> Flow<'r> {
         } else {
             identifiers.extend(
                 node.dfs()
-                    .filter(|n| is_identifier(&n.kind()) && !is_callee_or_field(n))
+                    .filter(|n| {
+                        is_identifier(&n.kind())
+                            && !is_callee_or_field(n)
+                            && !n
+                                .ancestors()
+                                .take_while(|a| a.range() != node.range())
+                                .any(|a| self.sanitized(&a))
+                    })
                     .take(64),
             );
         }
@@ -721,6 +843,38 @@ impl<'r> Flow<'r> {
             }
         }
         Answer::no()
+    }
+
+    /// Whether `node` is a call of one of the language's sanitizers or a cast to a number, whose
+    /// value is safe whatever went in.
+    fn sanitized(&self, node: &SyntaxNode<'r>) -> bool {
+        let kind = node.kind();
+        if kind == "cast_expression" {
+            let text = node.text();
+            let inner = text.trim_start_matches('(').trim_start();
+            return [
+                "int", "integer", "float", "double", "bool", "boolean", "long",
+            ]
+            .iter()
+            .any(|ty| {
+                inner
+                    .strip_prefix(ty)
+                    .is_some_and(|rest| rest.trim_start().starts_with(')'))
+            });
+        }
+        if self.grammar.sanitizers.is_empty() {
+            return false;
+        }
+        let Some(callee) = self.callee(node) else {
+            return false;
+        };
+        let callee = callee.text();
+        self.grammar.sanitizers.iter().any(|s| {
+            callee.as_ref() == *s
+                || callee.strip_suffix(s).is_some_and(|head| {
+                    head.ends_with('.') || head.ends_with("::") || head.ends_with("->")
+                })
+        })
     }
 
     /// A binary expression's (left, operator text, right).
@@ -789,7 +943,8 @@ impl<'r> Flow<'r> {
         let earlier = |index: &Scope<'r>| -> Vec<Def<'r>> {
             index
                 .get(name.as_ref())
-                .map(|defs| defs.iter().filter(|d| d.start < before).cloned().collect())
+                // An assignment around the use (`x = decode(x)`) reads the value from before.
+                .map(|defs| defs.iter().filter(|d| d.end <= before).cloned().collect())
                 .unwrap_or_default()
         };
         let mut defs = Vec::new();
@@ -887,11 +1042,16 @@ impl<'r> Flow<'r> {
             };
             match index {
                 Some(i) if value.kind().contains("list") => value.named_children().nth(i),
+                // Go's `const x = "a"` / `var x = f()` hold their one value in a list too.
+                None if value.kind().contains("list") && value.named_children().count() == 1 => {
+                    value.named_children().next()
+                }
                 _ => Some(value),
             }
         };
         let def = |index: Option<usize>| Def {
             start: node.range().start,
+            end: node.range().end,
             line: node.start_pos().line(),
             value: value_node(index),
             compound,
@@ -923,6 +1083,7 @@ impl<'r> Flow<'r> {
         let source = self.grammar.sources.iter().any(|s| text.contains(s));
         Some(Def {
             start: param.range().start,
+            end: param.range().end,
             line: param.start_pos().line(),
             value: None,
             compound: false,
@@ -935,6 +1096,8 @@ impl<'r> Flow<'r> {
 #[derive(Clone)]
 struct Def<'r> {
     start: usize,
+    /// Byte just past the assignment: it reaches uses from there on.
+    end: usize,
     /// 0-based line of the assignment.
     line: usize,
     /// The assigned value, when there is one (a parameter has none).
@@ -972,6 +1135,20 @@ fn interpolated_expression<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
             .find(|c| !c.kind().contains("specifier") && !c.kind().contains("conversion"))
     {
         return inner;
+    }
+    node.clone()
+}
+
+/// The expression an argument wrapper holds: PHP's and C#'s `argument` and Kotlin's
+/// `value_argument` wrap the value (after an optional name: `f(name: $x)`), and a metavariable
+/// of a call pattern (`mysqli_query($C, $Q)`) binds the wrapper. Other nodes are returned as
+/// they are.
+fn argument_value<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
+    let kind = node.kind();
+    if kind == "argument" || kind == "value_argument" {
+        if let Some(inner) = node.named_children().last() {
+            return inner;
+        }
     }
     node.clone()
 }
