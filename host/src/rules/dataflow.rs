@@ -662,9 +662,12 @@ impl Flow {
                 (Some(object), SupportLang::Java) => format!("{}.{}", object.text(), callee.text()),
                 _ => callee.text().into_owned(),
             };
-            if let Some(format) = self.grammar.format_callees.iter().find(|f| {
-                callee_text.ends_with(*f) || callee_text == f.trim_start_matches('.')
-            }) {
+            if let Some(format) = self
+                .grammar
+                .format_callees
+                .iter()
+                .find(|f| callee_text.ends_with(*f) || callee_text == f.trim_start_matches('.'))
+            {
                 // A format call with a non-constant argument (the receiver of `"…".format`
                 // counts as an argument: `template.format(x)` with a variable template too;
                 // the class of `String.format` does not).
@@ -803,13 +806,15 @@ impl Flow {
         if kind == "cast_expression" {
             let text = node.text();
             let inner = text.trim_start_matches('(').trim_start();
-            return ["int", "integer", "float", "double", "bool", "boolean", "long"]
-                .iter()
-                .any(|ty| {
-                    inner
-                        .strip_prefix(ty)
-                        .is_some_and(|rest| rest.trim_start().starts_with(')'))
-                });
+            return [
+                "int", "integer", "float", "double", "bool", "boolean", "long",
+            ]
+            .iter()
+            .any(|ty| {
+                inner
+                    .strip_prefix(ty)
+                    .is_some_and(|rest| rest.trim_start().starts_with(')'))
+            });
         }
         if self.grammar.sanitizers.is_empty() {
             return false;
@@ -820,9 +825,9 @@ impl Flow {
         let callee = callee.text();
         self.grammar.sanitizers.iter().any(|s| {
             callee.as_ref() == *s
-                || callee
-                    .strip_suffix(s)
-                    .is_some_and(|head| head.ends_with('.') || head.ends_with("::") || head.ends_with("->"))
+                || callee.strip_suffix(s).is_some_and(|head| {
+                    head.ends_with('.') || head.ends_with("::") || head.ends_with("->")
+                })
         })
     }
 
@@ -1081,10 +1086,10 @@ fn interpolated_expression<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
 /// they are.
 fn argument_value<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
     let kind = node.kind();
-    if kind == "argument" || kind == "value_argument" {
-        if let Some(inner) = node.named_children().last() {
-            return inner;
-        }
+    if (kind == "argument" || kind == "value_argument")
+        && let Some(inner) = node.named_children().last()
+    {
+        return inner;
     }
     node.clone()
 }

@@ -399,13 +399,24 @@ mod tests {
         let rule = "ast.rule.pattern = 'mysqli_query($C, $Q)'\nflow.dynamic = ['Q']";
         let php = |code: &str| matches(Language::Php, rule, code);
         assert_eq!(
-            php("<?php\n$id = $_GET['id'];\n$q = \"SELECT * FROM t WHERE id = '$id'\";\nmysqli_query($c, $q);\n"),
+            php(
+                "<?php\n$id = $_GET['id'];\n$q = \"SELECT * FROM t WHERE id = '$id'\";\nmysqli_query($c, $q);\n"
+            ),
             vec![(4, 4)]
         );
-        assert_eq!(php("<?php\nmysqli_query($c, 'SELECT 1 FROM t' . ' LIMIT 1');\n"), vec![]);
+        assert_eq!(
+            php("<?php\nmysqli_query($c, 'SELECT 1 FROM t' . ' LIMIT 1');\n"),
+            vec![]
+        );
         let rule = "ast.rule.pattern = 'system($X)'\nflow.not_constant = ['X']";
-        assert_eq!(matches(Language::Php, rule, "<?php\nsystem('uptime');\n"), vec![]);
-        assert_eq!(matches(Language::Php, rule, "<?php\nsystem($cmd);\n"), vec![(2, 2)]);
+        assert_eq!(
+            matches(Language::Php, rule, "<?php\nsystem('uptime');\n"),
+            vec![]
+        );
+        assert_eq!(
+            matches(Language::Php, rule, "<?php\nsystem($cmd);\n"),
+            vec![(2, 2)]
+        );
     }
 
     #[test]
@@ -421,7 +432,9 @@ mod tests {
             vec![]
         );
         assert_eq!(
-            go("package p\nfunc f(t string) {\n\tq := fmt.Sprintf(\"DROP TABLE %s\", t)\n\tdb.Exec(q)\n}\n"),
+            go(
+                "package p\nfunc f(t string) {\n\tq := fmt.Sprintf(\"DROP TABLE %s\", t)\n\tdb.Exec(q)\n}\n"
+            ),
             vec![(4, 4)]
         );
     }
@@ -437,7 +450,9 @@ mod tests {
         };
         // `param = decode(param)` reads the `param` assigned before it.
         assert_eq!(
-            java("String param = \"\";\nparam = request.getHeader(\"Referer\");\nparam = URLDecoder.decode(param, \"UTF-8\");\nresponse.getWriter().println(param);"),
+            java(
+                "String param = \"\";\nparam = request.getHeader(\"Referer\");\nparam = URLDecoder.decode(param, \"UTF-8\");\nresponse.getWriter().println(param);"
+            ),
             vec![(5, 5)]
         );
         // A literal that mentions a source is not input.
@@ -451,28 +466,53 @@ mod tests {
     fn sanitizers_make_values_safe() {
         let php_rule = "ast.rule.pattern = 'echo $$$A;'\nflow.input = ['A']";
         let php = |code: &str| matches(Language::Php, php_rule, code);
-        assert_eq!(php("<?php\n$n = $_GET['n'];\necho '<b>' . $n;\n"), vec![(3, 3)]);
-        assert_eq!(php("<?php\n$n = htmlspecialchars($_GET['n']);\necho '<b>' . $n;\n"), vec![]);
-        assert_eq!(php("<?php\necho '<b>' . htmlspecialchars($_GET['n']);\n"), vec![]);
+        assert_eq!(
+            php("<?php\n$n = $_GET['n'];\necho '<b>' . $n;\n"),
+            vec![(3, 3)]
+        );
+        assert_eq!(
+            php("<?php\n$n = htmlspecialchars($_GET['n']);\necho '<b>' . $n;\n"),
+            vec![]
+        );
+        assert_eq!(
+            php("<?php\necho '<b>' . htmlspecialchars($_GET['n']);\n"),
+            vec![]
+        );
         assert_eq!(php("<?php\necho '<b>' . (int) $_GET['n'];\n"), vec![]);
         let sql = "ast.rule.pattern = 'mysqli_query($C, $Q)'\nflow.dynamic = ['Q']";
         assert_eq!(
-            matches(Language::Php, sql, "<?php\n$id = intval($_GET['id']);\nmysqli_query($c, \"SELECT * FROM t WHERE id = $id\");\n"),
+            matches(
+                Language::Php,
+                sql,
+                "<?php\n$id = intval($_GET['id']);\nmysqli_query($c, \"SELECT * FROM t WHERE id = $id\");\n"
+            ),
             vec![]
         );
         // A hash is hex digits, whatever went in.
         assert_eq!(
-            matches(Language::Php, sql, "<?php\n$p = md5($_POST['p']);\nmysqli_query($c, \"UPDATE u SET pw = '$p'\");\n"),
+            matches(
+                Language::Php,
+                sql,
+                "<?php\n$p = md5($_POST['p']);\nmysqli_query($c, \"UPDATE u SET pw = '$p'\");\n"
+            ),
             vec![]
         );
         let java_rule = "ast.rule.pattern = '$R.getWriter().println($$$A)'\nflow.input = ['A']";
         assert_eq!(
-            matches(Language::Java, java_rule, "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(\"x\" + ESAPI.encoder().encodeForHTML(p));\n} }"),
+            matches(
+                Language::Java,
+                java_rule,
+                "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(\"x\" + ESAPI.encoder().encodeForHTML(p));\n} }"
+            ),
             vec![]
         );
         // A name that only ends like a sanitizer is none.
         assert_eq!(
-            matches(Language::Java, java_rule, "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(unescapeHtml(p));\n} }"),
+            matches(
+                Language::Java,
+                java_rule,
+                "class A { void f(HttpServletRequest request, HttpServletResponse response) {\nString p = request.getParameter(\"p\");\nresponse.getWriter().println(unescapeHtml(p));\n} }"
+            ),
             vec![(3, 3)]
         );
     }
@@ -481,10 +521,25 @@ mod tests {
     fn java_format_calls_build_strings() {
         let rule = "ast.rule.pattern = '$S.executeQuery($Q)'\nflow.dynamic = ['Q']";
         let java = |body: &str| {
-            matches(Language::Java, rule, &format!("class A {{ void f(Statement st, String n) {{\n{body}\n}} }}"))
+            matches(
+                Language::Java,
+                rule,
+                &format!("class A {{ void f(Statement st, String n) {{\n{body}\n}} }}"),
+            )
         };
-        assert_eq!(java("String q = String.format(\"SELECT * FROM t WHERE n = '%s'\", n);\nst.executeQuery(q);"), vec![(3, 3)]);
-        assert_eq!(java("st.executeQuery(\"SELECT * FROM t WHERE n = '%s'\".formatted(n));"), vec![(2, 2)]);
-        assert_eq!(java("st.executeQuery(String.format(\"SELECT * FROM %s\", \"t\"));"), vec![]);
+        assert_eq!(
+            java(
+                "String q = String.format(\"SELECT * FROM t WHERE n = '%s'\", n);\nst.executeQuery(q);"
+            ),
+            vec![(3, 3)]
+        );
+        assert_eq!(
+            java("st.executeQuery(\"SELECT * FROM t WHERE n = '%s'\".formatted(n));"),
+            vec![(2, 2)]
+        );
+        assert_eq!(
+            java("st.executeQuery(String.format(\"SELECT * FROM %s\", \"t\"));"),
+            vec![]
+        );
     }
 }
