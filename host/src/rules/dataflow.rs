@@ -1145,10 +1145,10 @@ fn interpolated_expression<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
 /// they are.
 fn argument_value<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
     let kind = node.kind();
-    if kind == "argument" || kind == "value_argument" {
-        if let Some(inner) = node.named_children().last() {
-            return inner;
-        }
+    if (kind == "argument" || kind == "value_argument")
+        && let Some(inner) = node.named_children().last()
+    {
+        return inner;
     }
     node.clone()
 }
