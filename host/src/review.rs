@@ -578,6 +578,7 @@ fn pipeline(
     emitter.stage(Stage::Rules);
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
+    let mut syntax = syntax_matches(&in_scope, &selection).into_iter();
     for file in &in_scope {
         control.step()?;
         let first_candidate = candidates.len();
@@ -617,7 +618,8 @@ fn pipeline(
                 });
             }
         }
-        syntax_candidates(file, &selection, &mut candidates, first_candidate);
+        let matches = syntax.next().unwrap_or_default();
+        syntax_candidates(file, matches, &mut candidates, first_candidate);
     }
 
     {
@@ -847,6 +849,54 @@ fn quote_lines(lines: &[&str]) -> String {
     quote
 }
 
+/// The selected syntax rules' matches in each file (in `files` order), parsing files on every
+/// core the machine has: parsing and matching are most of a review's time, and files are
+/// independent. A file without added lines gets none.
+fn syntax_matches<'a>(
+    files: &[&'a crate::repo::FileDiff],
+    selection: &crate::rules::Selection<'a>,
+) -> Vec<Vec<(&'a crate::rules::Rule, crate::rules::SyntaxMatch)>> {
+    let one = |file: &crate::repo::FileDiff| {
+        if file.additions == 0 {
+            return Vec::new();
+        }
+        selection.syntax_matches(&file.path, &file.new_lines.join("\n"))
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(files.len());
+    if threads <= 1 {
+        return files.iter().map(|f| one(f)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Vec<_>> = files.iter().map(|_| Vec::new()).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(file) = files.get(i) else { break };
+                        done.push((i, one(file)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            let done = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, matches) in done {
+                results[i] = matches;
+            }
+        }
+    });
+    results
+}
+
 /// Most lines of a syntax match quoted as evidence; the quote says when it was cut.
 const MAX_QUOTED_LINES: usize = 12;
 
@@ -859,7 +909,7 @@ const MAX_QUOTED_LINES: usize = 12;
 /// comment on the first flagged line or alone on the line above suppresses it.
 fn syntax_candidates<'a>(
     file: &'a crate::repo::FileDiff,
-    selection: &crate::rules::Selection<'a>,
+    matches: Vec<(&'a crate::rules::Rule, crate::rules::SyntaxMatch)>,
     candidates: &mut Vec<Candidate<'a>>,
     first: usize,
 ) {
@@ -867,13 +917,12 @@ fn syntax_candidates<'a>(
     if added.is_empty() {
         return;
     }
-    let text = file.new_lines.join("\n");
     let line_text = |n: u32| {
         file.new_lines
             .get(n as usize - 1)
             .map_or("", String::as_str)
     };
-    for (rule, m) in selection.syntax_matches(&file.path, &text) {
+    for (rule, m) in matches {
         let in_match = (m.start_line..=m.end_line).any(|l| added.contains(&l));
         let (line, end_line) = if in_match {
             (m.start_line, m.end_line)

@@ -33,6 +33,7 @@ use serde::Deserialize;
 
 use super::dataflow::{Answer, Doc, Flow, SyntaxNode};
 use super::language::Language;
+use super::prefilter::{self, Literals};
 
 /// Largest file a syntax rule parses, in bytes; larger files get line rules only.
 pub const MAX_SYNTAX_FILE_BYTES: usize = 2 * 1024 * 1024;
@@ -78,6 +79,95 @@ pub(super) fn supported_languages() -> String {
         .join(", ")
 }
 
+/// Words one of which every file the ast-grep `rule` (as JSON) matches in must contain, or
+/// `None` when that cannot be told from the rule.
+///
+/// A pattern's words (identifiers outside metavariables) all appear in the code it matches, so
+/// its longest word is a necessary anchor. A rule object's fields must all hold, and its
+/// relational sub-rules (`has`, `inside`, `follows`, `precedes`) match nodes of the same
+/// file, so any of them with anchors gives the rule's; `all` likewise; `any` needs anchors for
+/// each alternative and takes them all. `not`, `kind`, `regex`, `matches` and contextual
+/// patterns give none. Of several candidates the one with the longest shortest word wins (the
+/// rarest text, as a rule of thumb).
+fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
+    let object = rule.as_object()?;
+    let mut candidates: Vec<Vec<String>> = Vec::new();
+    if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str())
+        && let Some(word) = longest_word(pattern)
+    {
+        candidates.push(vec![word.to_ascii_lowercase()]);
+    }
+    // A `regex` matches node text, so the literals every match of it contains (the line
+    // prefilter's analysis, lower-cased) are in the file.
+    if let Some(regex) = object.get("regex").and_then(|r| r.as_str())
+        && let Literals::AnyOf(literals) = prefilter::required_literals(regex)
+    {
+        candidates.push(
+            literals
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect(),
+        );
+    }
+    for key in ["has", "inside", "follows", "precedes"] {
+        if let Some(sub) = object.get(key).and_then(anchors) {
+            candidates.push(sub);
+        }
+    }
+    if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
+        candidates.extend(all.iter().filter_map(anchors));
+    }
+    if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
+        let alternatives: Option<Vec<Vec<String>>> = any.iter().map(anchors).collect();
+        if let Some(alternatives) = alternatives.filter(|a| !a.is_empty()) {
+            let mut words: Vec<String> = alternatives.into_iter().flatten().collect();
+            words.sort();
+            words.dedup();
+            candidates.push(words);
+        }
+    }
+    candidates
+        .into_iter()
+        .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
+}
+
+/// [`anchors`] of a whole `ast` table (as JSON): its rule's, or a constraint's (a constraint
+/// on a metavariable of the pattern must hold for every match).
+fn core_anchors(core: &serde_json::Value) -> Option<Vec<String>> {
+    let mut candidates: Vec<Vec<String>> = core.get("rule").and_then(anchors).into_iter().collect();
+    if let Some(constraints) = core.get("constraints").and_then(|c| c.as_object()) {
+        candidates.extend(constraints.values().filter_map(anchors));
+    }
+    candidates
+        .into_iter()
+        .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
+}
+
+/// The longest identifier-like word of an ast-grep pattern that is not part of a
+/// metavariable (`$X`, `$$$ARGS`, `$_`), if it has one of at least three characters.
+fn longest_word(pattern: &str) -> Option<String> {
+    let bytes = pattern.as_bytes();
+    let mut best: Option<&str> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let after_dollar = start > 0 && bytes[start - 1] == b'$';
+            let word = &pattern[start..i];
+            if !after_dollar && word.len() >= 3 && best.is_none_or(|b| word.len() > b.len()) {
+                best = Some(word);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    best.map(str::to_owned)
+}
+
 /// The `flow` table of a syntax rule: dataflow conditions on metavariables (names without
 /// `$`). Every condition must hold for a match to be a finding.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -114,6 +204,9 @@ impl FlowConditions {
 pub(super) struct SyntaxRule {
     core: SerializableRuleCore,
     flow: FlowConditions,
+    /// Words one of which a file's text must contain for the rule to match anything in it
+    /// ([`anchors`]); `None` when the rule has no such words (a `kind` or `regex` rule).
+    anchors: Option<Vec<String>>,
     grammars: Vec<SupportLang>,
     // Invariant: once set, holds `core` compiled for each of `grammars` (it compiles: at load
     // for rule files; a built-in rule's is checked by the test suite).
@@ -172,9 +265,13 @@ impl SyntaxRule {
         let mut grammars: Vec<SupportLang> =
             languages.iter().flat_map(|l| grammars_for(*l)).collect();
         grammars.dedup();
+        let anchors = serde_json::to_value(&core)
+            .ok()
+            .and_then(|core| core_anchors(&core));
         SyntaxRule {
             core,
             flow,
+            anchors,
             grammars,
             compiled: OnceLock::new(),
         }
@@ -218,6 +315,16 @@ impl SyntaxRule {
             self.compile()
                 .expect("a built-in syntax rule compiles: the rules_builtin tests check it")
         })
+    }
+
+    /// Whether the rule can match anything in a file with this text: false when the file
+    /// contains none of the rule's [`anchors`], so the file need not be parsed for it.
+    ///
+    /// `lower_text` is the file's text with ASCII letters lower-cased (anchors are too).
+    pub(super) fn might_match(&self, lower_text: &str) -> bool {
+        self.anchors
+            .as_ref()
+            .is_none_or(|words| words.iter().any(|w| lower_text.contains(w.as_str())))
     }
 
     /// Whether the rule is compiled for `grammar`.
@@ -624,5 +731,71 @@ mod tests {
             java("st.executeQuery(String.format(\"SELECT * FROM %s\", \"t\"));"),
             vec![]
         );
+    }
+
+    #[test]
+    fn anchors_are_words_every_match_needs() {
+        let anchors_of = |toml_rule: &str| {
+            let core: SerializableRuleCore = toml::from_str(toml_rule).expect("rule parses");
+            core_anchors(&serde_json::to_value(&core).expect("json"))
+        };
+        let words = |w: &[&str]| Some(w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(
+            anchors_of("rule.pattern = '$CUR.execute($Q)'"),
+            words(&["execute"])
+        );
+        assert_eq!(
+            anchors_of("rule.pattern = 'subprocess.$F($$$A, shell=True)'"),
+            words(&["subprocess"])
+        );
+        assert_eq!(
+            anchors_of("rule.any = [{ pattern = 'os.system($X)' }, { pattern = 'os.popen($X)' }]"),
+            words(&["popen", "system"])
+        );
+        // Constraints and `regex` give the literals their matches contain, lower-cased.
+        assert_eq!(
+            anchors_of(
+                "rule.pattern = '$C.$M($Q)'\nconstraints.M = { regex = '^(execute|executeMany)$' }"
+            ),
+            words(&["execute"])
+        );
+        assert_eq!(
+            anchors_of(
+                "rule.kind = 'call'\nrule.has = { field = 'function', regex = '^md5\\.New$' }"
+            ),
+            words(&["md5.new"])
+        );
+        // One alternative without words: no anchor for the whole `any`.
+        assert_eq!(
+            anchors_of("rule.any = [{ pattern = 'eval($X)' }, { kind = 'call' }]"),
+            None
+        );
+        // A relational sub-rule is as necessary as the node's own pattern.
+        assert_eq!(
+            anchors_of(
+                "rule.kind = 'call'\nrule.has = { pattern = 'shell_exec($X)', stopBy = 'end' }"
+            ),
+            words(&["shell_exec"])
+        );
+        assert_eq!(
+            anchors_of("rule.kind = 'call'\nrule.not = { pattern = 'safe($X)' }"),
+            None
+        );
+        assert_eq!(anchors_of("rule.regex = '.'"), None);
+    }
+
+    /// Skipping files by anchor never changes what a rule finds.
+    #[test]
+    fn might_match_is_only_false_when_nothing_matches() {
+        let core: SerializableRuleCore =
+            toml::from_str("rule.pattern = '$CUR.execute($Q)'").expect("rule parses");
+        let rule = SyntaxRule::new(core, FlowConditions::default(), &[Language::Python]);
+        for code in ["cur.execute(q)\n", "x = 1\n", "cur.executemany(q)\n"] {
+            let tree = SyntaxTree::parse(SupportLang::Python, code).expect("parses");
+            if !rule.might_match(&code.to_ascii_lowercase()) {
+                assert!(rule.find_in(&tree).is_empty(), "{code}");
+            }
+        }
+        assert!(!rule.might_match("x = 1\n"));
     }
 }
