@@ -3,7 +3,7 @@
 //! findings only where the range adds a line of the match or of its flow, and the evidence
 //! citing the flow.
 
-use crate::support::TestRepo;
+use crate::support::{Run, TestRepo};
 
 const RULES: &str = r#"id = "team-syntax"
 version = "1"
@@ -87,18 +87,18 @@ def run_fixed():
     )
 ";
 
-#[test]
-fn syntax_rules_follow_values_and_span_lines() {
+/// Commits `base` then `head` of one file and reviews the change with [`RULES`] only.
+fn review_change(path: &str, base: &str, head: &str) -> Run {
     let mut repo = TestRepo::new();
-    repo.write("app/db.py", BASE);
+    repo.write(path, base);
     repo.commit("base");
     repo.git(&["branch", "base"]);
-    repo.write("app/db.py", HEAD);
+    repo.write(path, head);
     repo.commit("head");
     let rules = repo.path().join("rules");
     std::fs::create_dir_all(&rules).expect("rules dir");
     std::fs::write(rules.join("team.toml"), RULES).expect("write rules");
-    let run = repo.review(&[
+    repo.review(&[
         "--base",
         "base",
         "--head",
@@ -111,7 +111,12 @@ fn syntax_rules_follow_values_and_span_lines() {
         rules.to_str().expect("utf-8"),
         "--rules",
         "team-syntax",
-    ]);
+    ])
+}
+
+#[test]
+fn syntax_rules_follow_values_and_span_lines() {
+    let run = review_change("app/db.py", BASE, HEAD);
     run.assert_code(0);
     let findings = run.findings();
     let got: Vec<(String, u32, u32)> = findings
@@ -151,32 +156,10 @@ fn syntax_rules_follow_values_and_span_lines() {
 
 #[test]
 fn an_added_flow_line_flags_an_unchanged_sink() {
-    let mut repo = TestRepo::new();
     let before = "def f(cur, name):\n    q = 'SELECT 1'\n    cur.execute(q)\n";
     let after =
         "def f(cur, name):\n    q = f'SELECT * FROM t WHERE name = {name}'\n    cur.execute(q)\n";
-    repo.write("app/q.py", before);
-    repo.commit("base");
-    repo.git(&["branch", "base"]);
-    repo.write("app/q.py", after);
-    repo.commit("head");
-    let rules = repo.path().join("rules");
-    std::fs::create_dir_all(&rules).expect("rules dir");
-    std::fs::write(rules.join("team.toml"), RULES).expect("write rules");
-    let run = repo.review(&[
-        "--base",
-        "base",
-        "--head",
-        "HEAD",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--rules-dir",
-        rules.to_str().expect("utf-8"),
-        "--rules",
-        "team-syntax",
-    ]);
+    let run = review_change("app/q.py", before, after);
     let found: Vec<(String, u32)> = run
         .findings()
         .iter()
