@@ -913,12 +913,8 @@ impl<'r> Flow<'r> {
     fn callee(&self, node: &SyntaxNode<'r>) -> Option<SyntaxNode<'r>> {
         let kind = node.kind();
         let &(_, field) = self.grammar.calls.iter().find(|(k, _)| *k == kind)?;
-        if self.lang == SupportLang::Java {
-            // `String.format(…)`: object + name; the callee's text is the whole prefix.
-            return Some(node.clone())
-                .filter(|_| node.field("name").is_some())
-                .map(|n| n.field("name").expect("checked"));
-        }
+        // Java's `method_invocation` names the method alone (`name`); its `object` is read
+        // where the receiver matters (format calls).
         if field.is_empty() {
             return node.named_children().next();
         }
