@@ -806,7 +806,7 @@ fn ast_rule_mistakes_are_errors_at_their_line() {
             "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\nflow.dynamic = ['Y']\n",
         ),
         12,
-        "`$Y`",
+        "`flow` names `$Y`, which the `ast` rule does not bind (it binds: $X",
     );
     // Line-rule fields on a syntax rule and back.
     check_error(
@@ -819,13 +819,30 @@ fn ast_rule_mistakes_are_errors_at_their_line() {
         12,
         "`flow` applies to `ast` rules only",
     );
-    // An unknown key inside the ast-grep rule is a parse error, not a silently dropped check.
-    let err = check_error(
+    // An unknown key anywhere inside the ast-grep rule is an error, not a silently dropped
+    // check: at the top, in a relational rule (where ast-grep itself would ignore it), and
+    // in the name of a table.
+    check_error(
         &ast_rule_file("languages = [\"python\"]\nast.rule.patern = 'eval($X)'\n"),
         12,
-        "patern",
+        "unknown key `patern` in `ast.rule`",
     );
-    assert!(matches!(err, RuleError::Parse { .. }), "{err:?}");
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\n\
+             ast.rule.inside = { kind = 'function_definition', stopby = 'end' }\n",
+        ),
+        12,
+        "unknown key `stopby` in `ast.rule.inside`",
+    );
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\n\
+             ast.constraint.X = { regex = 'a' }\n",
+        ),
+        12,
+        "unknown key `constraint` in `ast`",
+    );
     // Examples are checked as code in the rule's first language.
     check_error(
         &ast_rule_file(

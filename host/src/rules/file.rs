@@ -118,7 +118,7 @@ struct RawRule {
     #[serde(default)]
     not: Option<Spanned<String>>,
     #[serde(default)]
-    ast: Option<Spanned<SerializableRuleCore>>,
+    ast: Option<Spanned<toml::Value>>,
     #[serde(default)]
     flow: Option<Spanned<FlowConditions>>,
     message: Spanned<String>,
@@ -406,13 +406,25 @@ fn compile_rule(
                 ));
             }
             let flow = raw.flow.take().map(Spanned::into_inner).unwrap_or_default();
-            let syntax = SyntaxRule::new(ast.into_inner(), flow, &languages);
+            // ast-grep ignores unknown keys inside relational rules and in the names of
+            // `constraints`/`utils` (serde's `flatten`), so a typo such as `stopby` would
+            // silently change what the rule matches: check every key first.
+            let value = ast.into_inner();
+            check_ast_keys(&value)
+                .map_err(|message| src.invalid(&span, format!("rule `{rule_id}`: {message}")))?;
+            let core: SerializableRuleCore = value.try_into().map_err(|e: toml::de::Error| {
+                src.invalid(
+                    &span,
+                    format!(
+                        "rule `{rule_id}`: invalid `ast`: {}",
+                        e.message().trim_end()
+                    ),
+                )
+            })?;
+            let syntax = SyntaxRule::new(core, flow, &languages);
             if checks == Checks::All {
                 syntax.compile_now().map_err(|message| {
-                    src.invalid(
-                        &span,
-                        format!("rule `{rule_id}`: invalid `ast` rule {message}"),
-                    )
+                    src.invalid(&span, format!("rule `{rule_id}`: {message}"))
                 })?;
             }
             Matcher::Syntax(Arc::new(syntax))
@@ -519,6 +531,82 @@ fn compile_regexes(
             .map_err(|message| src.invalid(&fix.span(), format!("rule `{rule_id}`: {message}")))?;
     }
     Ok(Regexes::compiled(pattern, not))
+}
+
+/// Keys of an ast-grep rule object (<https://ast-grep.github.io/reference/rule.html>).
+const AST_RULE_KEYS: &[&str] = &[
+    "pattern", "kind", "regex", "nthChild", "range", "inside", "has", "precedes", "follows", "all",
+    "any", "not", "matches",
+];
+/// Keys a relational rule (`inside`, `has`, `precedes`, `follows`) adds.
+const AST_RELATION_KEYS: &[&str] = &["stopBy", "field"];
+/// Keys of the `ast` table itself.
+const AST_CORE_KEYS: &[&str] = &["rule", "constraints", "utils", "transform"];
+/// Keys of a contextual pattern (`pattern = { context = "...", selector = "..." }`).
+const AST_PATTERN_KEYS: &[&str] = &["context", "selector", "strictness"];
+
+/// Checks that every key of an `ast` table is one ast-grep knows, at every level.
+///
+/// # Errors
+/// The first unknown key, with where it is (`ast.rule.inside`) and the keys allowed there.
+fn check_ast_keys(ast: &toml::Value) -> Result<(), String> {
+    fn check_table(value: &toml::Value, path: &str, allowed: &[&[&str]]) -> Result<(), String> {
+        let Some(table) = value.as_table() else {
+            return Ok(()); // a wrong type is reported when the table is read
+        };
+        for key in table.keys() {
+            if !allowed.iter().any(|keys| keys.contains(&key.as_str())) {
+                let expected: Vec<&str> = allowed.iter().flat_map(|k| k.iter().copied()).collect();
+                return Err(format!(
+                    "unknown key `{key}` in `{path}` (expected one of: {})",
+                    expected.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_rule(value: &toml::Value, path: &str, relational: bool) -> Result<(), String> {
+        let allowed: &[&[&str]] = if relational {
+            &[AST_RULE_KEYS, AST_RELATION_KEYS]
+        } else {
+            &[AST_RULE_KEYS]
+        };
+        check_table(value, path, allowed)?;
+        let Some(table) = value.as_table() else {
+            return Ok(());
+        };
+        for (key, sub) in table {
+            let sub_path = format!("{path}.{key}");
+            match key.as_str() {
+                "inside" | "has" | "precedes" | "follows" => check_rule(sub, &sub_path, true)?,
+                "not" => check_rule(sub, &sub_path, false)?,
+                "stopBy" if sub.is_table() => check_rule(sub, &sub_path, false)?,
+                "pattern" => check_table(sub, &sub_path, &[AST_PATTERN_KEYS])?,
+                "all" | "any" => {
+                    for (i, item) in sub.as_array().into_iter().flatten().enumerate() {
+                        check_rule(item, &format!("{sub_path}[{i}]"), false)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+    check_table(ast, "ast", &[AST_CORE_KEYS])?;
+    if let Some(rule) = ast.get("rule") {
+        check_rule(rule, "ast.rule", false)?;
+    }
+    for group in ["constraints", "utils"] {
+        for (name, rule) in ast
+            .get(group)
+            .and_then(|g| g.as_table())
+            .into_iter()
+            .flatten()
+        {
+            check_rule(rule, &format!("ast.{group}.{name}"), false)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks a regex source for the limits that need no compiling: not empty, not too long.

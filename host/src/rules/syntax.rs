@@ -289,12 +289,20 @@ impl SyntaxRule {
             let core = self
                 .core
                 .get_matcher(DeserializeEnv::new(grammar))
-                .map_err(|e| format!("for {grammar}: {}", error_chain(&e)))?;
+                .map_err(|e| format!("invalid `ast` rule for {grammar}: {}", error_chain(&e)))?;
             let defined = core.defined_vars();
             for var in self.flow.variables() {
                 if !defined.contains(var) {
+                    let mut known: Vec<String> = defined.iter().map(|v| format!("${v}")).collect();
+                    known.sort();
                     return Err(format!(
-                        "`flow` names `${var}`, which the `ast` rule does not define"
+                        "`flow` names `${var}`, which the `ast` rule does not bind (it binds: \
+                         {}; names are case-sensitive)",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
                     ));
                 }
             }
@@ -432,11 +440,11 @@ impl SyntaxTree {
 /// An error and its sources, joined: ast-grep's top-level messages ("`rule` is not
 /// configured correctly.") say where, their sources say what.
 fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
+    let mut text = error.to_string().trim_end_matches('.').to_owned();
     let mut source = error.source();
     while let Some(e) = source {
         text.push_str(": ");
-        text.push_str(&e.to_string());
+        text.push_str(e.to_string().trim_end_matches('.'));
         source = e.source();
     }
     text
