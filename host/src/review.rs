@@ -578,7 +578,7 @@ fn pipeline(
     emitter.stage(Stage::Rules);
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
-    let mut syntax = syntax_matches(&in_scope, &selection).into_iter();
+    let mut syntax = syntax_matches(&in_scope, &selection, &|| control.is_cancelled()).into_iter();
     for file in &in_scope {
         control.step()?;
         let first_candidate = candidates.len();
@@ -851,13 +851,15 @@ fn quote_lines(lines: &[&str]) -> String {
 
 /// The selected syntax rules' matches in each file (in `files` order), parsing files on every
 /// core the machine has: parsing and matching are most of a review's time, and files are
-/// independent. A file without added lines gets none.
+/// independent. A file without added lines gets none, and so does every file not started
+/// when `cancelled` turns true (the rules stage then stops at its next step).
 fn syntax_matches<'a>(
     files: &[&'a crate::repo::FileDiff],
     selection: &crate::rules::Selection<'a>,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Vec<Vec<(&'a crate::rules::Rule, crate::rules::SyntaxMatch)>> {
     let one = |file: &crate::repo::FileDiff| {
-        if file.additions == 0 {
+        if file.additions == 0 || cancelled() {
             return Vec::new();
         }
         selection.syntax_matches(&file.path, &file.new_lines.join("\n"))
