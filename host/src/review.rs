@@ -610,6 +610,7 @@ fn pipeline(
                 }
                 candidates.push(Candidate {
                     path: &file.path,
+                    file_lines: &file.new_lines,
                     line: line_no,
                     end_line: line_no,
                     text,
@@ -668,10 +669,7 @@ fn pipeline(
         if c.rule.confidence() < options.min_confidence {
             continue;
         }
-        let file_lines = in_scope
-            .iter()
-            .find(|f| f.path == c.path)
-            .map_or(&[][..], |f| &f.new_lines[..]);
+        let file_lines = c.file_lines;
         let flagged: Vec<&str> = if c.end_line > c.line {
             file_lines
                 .get(c.line as usize - 1..c.end_line as usize)
@@ -825,6 +823,8 @@ fn pipeline(
 
 struct Candidate<'a> {
     path: &'a str,
+    /// The file's new-side lines (for multi-line quotes and flow evidence).
+    file_lines: &'a [String],
     /// 1-based first and last new-side line flagged.
     line: u32,
     end_line: u32,
@@ -941,6 +941,7 @@ fn syntax_candidates<'a>(
         }
         candidates.push(Candidate {
             path: &file.path,
+            file_lines: &file.new_lines,
             line,
             end_line,
             text: line_text(line),

@@ -385,17 +385,18 @@ impl<'a> Selection<'a> {
         let Some(grammar) = file.language.and_then(|l| grammar_of(l, file.path)) else {
             return Vec::new();
         };
-        let lower = text.to_ascii_lowercase();
-        let rules: Vec<&'a Rule> = self
+        // The words test lower-cases the file, so it runs only once some rule could apply.
+        let mut rules: Vec<&'a Rule> = self
             .rules
             .iter()
             .copied()
-            .filter(|r| {
-                r.syntax()
-                    .is_some_and(|s| s.supports(grammar) && s.might_match(&lower))
-                    && r.applies_to_file(&file)
-            })
+            .filter(|r| r.syntax().is_some_and(|s| s.supports(grammar)) && r.applies_to_file(&file))
             .collect();
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let lower = text.to_ascii_lowercase();
+        rules.retain(|r| r.syntax().is_some_and(|s| s.might_match(&lower)));
         if rules.is_empty() {
             return Vec::new();
         }
