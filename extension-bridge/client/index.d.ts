@@ -44,7 +44,8 @@ export declare class GatewayError extends Error {
 export type Severity = "info" | "low" | "medium" | "high" | "critical";
 export type Confidence = "low" | "medium" | "high";
 export type Side = "new" | "old";
-export type FindingSource = "rule" | "model";
+/** Who produced a finding: a rule, a model, or an external analyzer (`analyzer` names it). */
+export type FindingSource = "rule" | "model" | "analyzer";
 export type FindingStatus = "draft";
 
 /** A quote of code that supports a finding; lines 1-based, inclusive. */
@@ -75,6 +76,8 @@ export interface ReviewFinding {
   suggestionCode?: string;
   ruleId?: string;
   source: FindingSource;
+  /** The analyzer's configured name (`[[analyzers]] name`), when `source` is `"analyzer"`. */
+  analyzer?: string;
   status: FindingStatus;
 }
 

@@ -70,9 +70,9 @@ pub use daemon_record::{
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    Config, DelegationConfig, Limits, LoadedConfig, Mapping, McpConfig, McpRoot,
-    NativeMessagingConfig, ProviderConfig, ProviderKind, RunCheckCommand, RunCheckConfig,
-    SandboxConfig, ToolsConfig,
+    AnalyzerConfig, Config, DelegationConfig, FILES_PLACEHOLDER, Limits, LoadedConfig, Mapping,
+    McpConfig, McpRoot, NativeMessagingConfig, ProviderConfig, ProviderKind, RunCheckCommand,
+    RunCheckConfig, SARIF_PLACEHOLDER, SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

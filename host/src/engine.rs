@@ -1176,14 +1176,21 @@ impl Gateway {
             target.diff_refs.head_sha.clone(),
         );
         options.request_id = Some(request.request_id.clone());
-        // The same catalogue as the command line's `review` (review::RuleDirs).
+        // The same catalogue as the command line's `review` (review::RuleDirs), and the same
+        // analyzers.
+        let paths = crate::config::Paths::discover().ok();
         options.rule_dirs = crate::review::RuleDirs {
-            user: crate::config::Paths::discover()
-                .ok()
-                .map(|paths| paths.rules_dir()),
+            user: paths.as_ref().map(crate::config::Paths::rules_dir),
             config: config.rules_dirs.clone(),
             explicit: Vec::new(),
         };
+        options.analyzers = paths.as_ref().and_then(|paths| {
+            crate::review::analyzers::Analyzers::from_config(
+                &config.analyzers,
+                &config.sandbox,
+                paths,
+            )
+        });
         options.surface = crate::error::Surface::Request;
         if let Some(scope) = &request.scope {
             options.paths = scope.file_paths.clone().unwrap_or_default();

@@ -112,6 +112,9 @@ pub mod codes {
     /// The kernel cannot confine commands here (no Landlock, or one too old) and the config
     /// does not opt into `[sandbox] mode = "unconfined"` (DESIGN §13).
     pub const SANDBOX_UNAVAILABLE: &str = "sandbox.unavailable";
+    /// An external analyzer of a review (`[[analyzers]]`, issue 16) could not run or gave no
+    /// SARIF; the review goes on without its results.
+    pub const ANALYZER_FAILED: &str = "analyzer.failed";
     /// The sandbox could not be set up for a command (the helper failed before it started).
     pub const SANDBOX_FAILED: &str = "sandbox.failed";
     /// The sandbox does not let the program run (it lies outside every readable location).

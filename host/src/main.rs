@@ -280,6 +280,10 @@ struct ReviewArgs {
     /// Do not load the repository's own `.review-agent/rules/` (read at the base revision).
     #[arg(long)]
     no_repository_rules: bool,
+    /// Do not run the external analyzers of the config file's `[[analyzers]]` (the rules
+    /// only).
+    #[arg(long)]
+    no_analyzers: bool,
     /// Only review these files: directories (`src`), files, or globs (`src/**/*.py`; a glob
     /// without `/` such as `*.java` matches file names at any depth). Space- or comma-separated.
     #[arg(long, num_args = 1.., value_delimiter = ',')]
@@ -684,6 +688,7 @@ fn rules_list(
 }
 
 fn review_command(args: ReviewArgs) -> ExitCode {
+    use review_agent_gateway::config::{Config, Paths};
     use review_agent_gateway::error::codes;
     // A range such as `main...feature` is refused by the repository layer in words that fit
     // every caller; the command line can say which flags to use instead.
@@ -699,10 +704,33 @@ fn review_command(args: ReviewArgs) -> ExitCode {
     }
     let mut options = ReviewOptions::new(&args.repo, &args.base, &args.head);
     options.rule_set_ids = args.rules.clone();
-    options.rule_dirs = match rule_dirs(args.model.config.as_deref(), &args.rules_dirs) {
-        Ok(dirs) => dirs,
-        Err(error) => return fail(&error),
+    // The config file's sections a review uses (the others are not checked: see
+    // Config::load_review_sections).
+    let sections = match Config::load_review_sections(args.model.config.as_deref()) {
+        Ok(sections) => sections,
+        Err(error) => return fail(&error.into()),
     };
+    let paths = Paths::discover().ok();
+    options.rule_dirs = review::RuleDirs {
+        user: paths.as_ref().map(Paths::rules_dir),
+        config: sections.rules_dirs.clone(),
+        explicit: args.rules_dirs.clone(),
+    };
+    if !args.no_analyzers && sections.analyzers.iter().any(|a| a.enabled) {
+        let Some(paths) = &paths else {
+            return fail(&GatewayError::new(
+                codes::CONFIG_INVALID,
+                "the config file names analyzers, but the gateway's state directory (where \
+                 they run) cannot be found: no home directory",
+                "Set HOME (or XDG_STATE_HOME), or pass --no-analyzers.",
+            ));
+        };
+        options.analyzers = review::analyzers::Analyzers::from_config(
+            &sections.analyzers,
+            &sections.sandbox,
+            paths,
+        );
+    }
     options.repository_rules = !args.no_repository_rules;
     options.paths = args.paths.clone();
     options.exclude_paths = args.exclude.clone();

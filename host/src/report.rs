@@ -213,9 +213,12 @@ pub(crate) fn severity_name(s: Severity) -> &'static str {
 /// The rule id a finding is reported under in formats that need one (SARIF): its `ruleId`, or
 /// `category/<category>` for findings without one (typically model findings).
 pub(crate) fn rule_id_or_category(f: &ReviewFinding) -> Cow<'_, str> {
-    match &f.rule_id {
-        Some(id) => Cow::Borrowed(id),
-        None => Cow::Owned(format!("category/{}", f.category)),
+    match (&f.rule_id, &f.analyzer) {
+        // An analyzer's rule ids are its own (`S602`): named by the analyzer, they cannot
+        // collide with ours or another analyzer's.
+        (Some(id), Some(analyzer)) => Cow::Owned(format!("{analyzer}/{id}")),
+        (Some(id), None) => Cow::Borrowed(id),
+        (None, _) => Cow::Owned(format!("category/{}", f.category)),
     }
 }
 

@@ -16,6 +16,7 @@
 //!   reason (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
 //!   `out_of_scope`, and [`classify`]'s `vendored`, `minified`, `generated`, `documentation`).
 
+pub mod analyzers;
 pub mod classify;
 mod events;
 pub mod fingerprint;
@@ -127,6 +128,9 @@ pub struct ReviewOptions {
     /// The model stage's provider, model, budgets and runtime; `None`: rules only (the
     /// `builtin` provider, DESIGN §8).
     pub model: Option<model::ModelReview>,
+    /// The external analyzers to run beside the rules (`[[analyzers]]`, issue 16;
+    /// [`analyzers`]); `None` (the default) runs none.
+    pub analyzers: Option<analyzers::Analyzers>,
 }
 
 impl ReviewOptions {
@@ -146,6 +150,7 @@ impl ReviewOptions {
             request_id: None,
             surface: Surface::default(),
             model: None,
+            analyzers: None,
         }
     }
 }
@@ -576,6 +581,20 @@ fn pipeline(
     // --- rules: candidate findings on added lines.
     control.check()?;
     emitter.stage(Stage::Rules);
+    // The analyzers run in threads of their own while the rules do.
+    let running = match &options.analyzers {
+        Some(analyzers) if !in_scope.is_empty() => {
+            let files: Vec<String> = in_scope.iter().map(|f| f.path.clone()).collect();
+            Some(analyzers::start(
+                analyzers,
+                &options.repo,
+                head.id,
+                &files,
+                emitter,
+            ))
+        }
+        _ => None,
+    };
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     let mut syntax = syntax_matches(&in_scope, &selection, &|| control.is_cancelled()).into_iter();
@@ -621,6 +640,19 @@ fn pipeline(
         }
         let matches = syntax.next().unwrap_or_default();
         syntax_candidates(file, matches, &mut candidates, first_candidate);
+    }
+
+    let mut analyzer_runs = Vec::new();
+    if let Some(running) = running {
+        for (call_id, run) in running.finish(&|| control.is_cancelled()) {
+            let (completed, error) = analyzers::completed(call_id, &run);
+            emitter.emit(completed);
+            if let Some(error) = error {
+                emitter.warning(error.code, error.message, None, Some(error.remediation));
+            }
+            analyzer_runs.push(run);
+        }
+        control.check()?;
     }
 
     {
@@ -720,10 +752,45 @@ fn pipeline(
             suggestion_code: c.rule.fix(c.text),
             rule_id: Some(c.rule.id().to_owned()),
             source: FindingSource::Rule,
+            analyzer: None,
             status: FindingStatus::Draft,
         };
         emitter.finding(&finding);
         findings.push(finding);
+    }
+
+    // --- the analyzers' findings, checked against the rules' (review::analyzers).
+    if !analyzer_runs.is_empty() {
+        check()?;
+        let files: HashMap<&str, analyzers::FileLines<'_>> = in_scope
+            .iter()
+            .map(|f| {
+                (
+                    f.path.as_str(),
+                    analyzers::FileLines {
+                        lines: &f.new_lines,
+                        added: f.added_lines().map(|(n, _)| n).collect(),
+                    },
+                )
+            })
+            .collect();
+        let mut kept: Vec<(ReviewFinding, Option<&'static str>)> = findings
+            .iter()
+            .map(|f: &ReviewFinding| {
+                let concept =
+                    analyzers::concept_of(&[], &[f.rule_id.as_deref().unwrap_or_default()]);
+                (f.clone(), concept)
+            })
+            .collect();
+        findings.extend(analyzers::findings(
+            &analyzer_runs,
+            &files,
+            &mut kept,
+            options.min_confidence,
+            &control.already_emitted,
+            &mut seen,
+            emitter,
+        ));
     }
 
     let mut model_error = None;
@@ -1052,8 +1119,8 @@ pub fn review_catalog(
 /// The review cache key of draft §12 / DESIGN §5 for `options` on the repository as it is
 /// now: `sha256:` over the provider id and model, the resolved merge base and head commits
 /// (`repositoryRevision`), `normalized_request` (the payload hash of the request without its
-/// `requestId`), the selected rule sets' `ruleSetVersion`, and their file digests (so an edited
-/// rule file without a version bump is a miss, not a stale hit).
+/// `requestId`), the selected rule sets' `ruleSetVersion`, their file digests (so an edited
+/// rule file without a version bump is a miss, not a stale hit), and the analyzers' entries.
 ///
 /// # Errors
 /// Whatever resolving the revisions or loading the rule sets reports; callers treat an error
@@ -1072,6 +1139,11 @@ pub fn cache_key(
     let (catalog, _) = review_catalog(options, &repo, merge_base)?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
     let mut hasher = Sha256::new();
+    let analyzers = options
+        .analyzers
+        .as_ref()
+        .map(analyzers::Analyzers::cache_text)
+        .unwrap_or_default();
     for part in [
         provider,
         model,
@@ -1080,6 +1152,7 @@ pub fn cache_key(
         normalized_request,
         &selection.version(),
         selection.fingerprint(),
+        &analyzers,
     ] {
         hasher.update(part.as_bytes());
         hasher.update([0]);

@@ -268,10 +268,11 @@ fn finding(full: bool) -> ReviewFinding {
         suggestion_code: full.then(|| "x".into()),
         rule_id: full.then(|| "python.eval-dynamic".into()),
         source: if full {
-            FindingSource::Rule
+            FindingSource::Analyzer
         } else {
             FindingSource::Model
         },
+        analyzer: full.then(|| "ruff".into()),
         status: FindingStatus::Draft,
     }
 }
@@ -888,7 +889,10 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
     );
     ts.union("Confidence", &variants!(Confidence: Low, Medium, High));
     ts.union("Side", &variants!(Side: New, Old));
-    ts.union("FindingSource", &variants!(FindingSource: Rule, Model));
+    ts.union(
+        "FindingSource",
+        &variants!(FindingSource: Rule, Model, Analyzer),
+    );
     ts.union("FindingStatus", &variants!(FindingStatus: Draft));
     ts.union("RunKind", &variants!(RunKind: Review, Chat, Tool, Agent));
     ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));

@@ -50,6 +50,10 @@ pub struct Config {
     pub mcp: McpConfig,
     /// Delegating tasks to a local coding agent (`[delegation]`, issue 15).
     pub delegation: DelegationConfig,
+    /// External analyzers a review runs besides its rules (`[[analyzers]]`, issue 16). Default:
+    /// none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub analyzers: Vec<AnalyzerConfig>,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             mcp: McpConfig::default(),
             delegation: DelegationConfig::default(),
+            analyzers: Vec::new(),
         }
     }
 }
@@ -200,6 +205,248 @@ impl SandboxConfig {
         }
         Ok(())
     }
+}
+
+/// One `[[analyzers]]` entry: an external analyzer a review runs besides its rules (issue 16
+/// part 4; how it runs and how its results become findings: [`crate::review::analyzers`]). None
+/// is configured by default, and the built-in engine is measured without them.
+///
+/// ```toml
+/// [[analyzers]]
+/// name = "ruff"                               # shown on its findings (`analyzer`)
+/// command = ["ruff", "check", "--no-cache", "--exit-zero", "--output-format", "sarif", "{files}"]
+/// paths = ["*.py"]                            # which changed files it gets; default: all
+/// # enabled = true                            # default true
+/// # timeout_seconds = 300                     # wall clock, 1 to 86400
+/// # cpu_seconds = 600                         # RLIMIT_CPU per process, 1 to 86400
+/// # memory_mb = 4096                          # RLIMIT_AS per process, 16 to 1048576
+/// # network = false                           # default false: the sandbox cuts it
+/// # env_passthrough = ["SEMGREP_APP_TOKEN"]   # variables passed through when set
+/// # read = ["/opt/semgrep-rules"]             # more read-only paths (absolute)
+/// # writable = [".cache"]                     # checkout directories it may write
+/// # severity = "medium"                       # instead of the one its SARIF gives
+/// # confidence = "high"                       # default: its SARIF's, else medium
+/// # category = "security"                     # default: from its rule's tags
+/// ```
+///
+/// `command` is the program (a name looked up on `PATH`, or an absolute path) and its
+/// arguments. An argument `{files}` becomes the changed files it reviews, one argument each
+/// (relative to the checkout); `{sarif}` inside an argument becomes the path of a file where
+/// it writes its SARIF, read instead of its standard output.
+///
+/// Checked at load: `name` is 1 to 64 of `A-Z a-z 0-9 . _ -` and unique; `command` is not
+/// empty, holds no NUL and at most one `{files}`; `paths` are valid globs; the limits are in
+/// range; `env_passthrough` are variable names; `read` paths are absolute; `writable` paths are
+/// relative, without `.`, `..` or `.git`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyzerConfig {
+    /// The analyzer's name, as its findings and events show it (`"semgrep"`).
+    pub name: String,
+    /// The program and its arguments, with the `{files}` and `{sarif}` placeholders.
+    pub command: Vec<String>,
+    /// Whether reviews run it. Default `true`.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Globs (as `--paths`) choosing the changed files it gets; empty: every reviewed file.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Wall-clock limit of one run in seconds. Default 300.
+    #[serde(default = "default_analyzer_timeout")]
+    pub timeout_seconds: u64,
+    /// CPU time limit of each process in seconds (`RLIMIT_CPU`). Default 600.
+    #[serde(default = "default_analyzer_cpu")]
+    pub cpu_seconds: u64,
+    /// Address-space limit of each process in MiB (`RLIMIT_AS`). Default 4096.
+    #[serde(default = "default_analyzer_memory")]
+    pub memory_mb: u64,
+    /// Whether it may use the network. Default `false`.
+    #[serde(default)]
+    pub network: bool,
+    /// Environment variables passed to it when set (the environment is otherwise scrubbed as
+    /// for `run_check`).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    /// More paths it may read (absolute), besides the checkout, its program and the toolchain
+    /// paths of [`crate::sandbox`] and `[sandbox] read`: a rules directory, say.
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// Directories of the checkout it may write (relative; created when absent), e.g. a cache.
+    /// The rest of the checkout is read-only to it.
+    #[serde(default)]
+    pub writable: Vec<String>,
+    /// The severity of all its findings, instead of the one its SARIF gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<crate::protocol::Severity>,
+    /// The confidence of all its findings, instead of its SARIF rule's `precision` (else
+    /// `medium`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<crate::protocol::Confidence>,
+    /// The category of all its findings, instead of `security` for a rule tagged `security` or
+    /// with a CWE (or whose kind of problem the review recognises) and `maintainability` else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_analyzer_timeout() -> u64 {
+    300
+}
+
+fn default_analyzer_cpu() -> u64 {
+    600
+}
+
+fn default_analyzer_memory() -> u64 {
+    4096
+}
+
+/// The `{files}` placeholder of [`AnalyzerConfig::command`].
+pub const FILES_PLACEHOLDER: &str = "{files}";
+/// The `{sarif}` placeholder of [`AnalyzerConfig::command`].
+pub const SARIF_PLACEHOLDER: &str = "{sarif}";
+
+impl AnalyzerConfig {
+    /// Check one entry; on failure the key path below `analyzers[i]` and a message.
+    fn check(&self) -> Result<(), (Vec<Seg>, String)> {
+        let name_ok = (1..=64).contains(&self.name.len())
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !name_ok {
+            return Err((
+                vec![key("name")],
+                format!(
+                    "`{}` is not an analyzer name: give 1 to 64 letters, digits, `.`, `_` or `-`",
+                    self.name
+                ),
+            ));
+        }
+        if self.command.is_empty() || self.command[0].is_empty() {
+            return Err((
+                vec![key("command")],
+                "give the program and its arguments, e.g. `[\"ruff\", \"check\", \"--output-format\", \"sarif\", \"{files}\"]`".to_owned(),
+            ));
+        }
+        for (i, arg) in self.command.iter().enumerate() {
+            if arg.contains('\0') {
+                return Err((
+                    vec![key("command"), Seg::Index(i)],
+                    "the argument holds a NUL character".to_owned(),
+                ));
+            }
+        }
+        if self.command[0].contains(FILES_PLACEHOLDER)
+            || self.command[0].contains(SARIF_PLACEHOLDER)
+        {
+            return Err((
+                vec![key("command"), Seg::Index(0)],
+                "the program cannot be a placeholder".to_owned(),
+            ));
+        }
+        let files: Vec<usize> = (0..self.command.len())
+            .filter(|&i| self.command[i].contains(FILES_PLACEHOLDER))
+            .collect();
+        if let Some(&i) = files
+            .iter()
+            .find(|&&i| self.command[i] != FILES_PLACEHOLDER)
+        {
+            return Err((
+                vec![key("command"), Seg::Index(i)],
+                "`{files}` must be an argument of its own (it becomes one argument per file)"
+                    .to_owned(),
+            ));
+        }
+        if files.len() > 1 {
+            return Err((
+                vec![key("command"), Seg::Index(files[1])],
+                "`{files}` may appear once".to_owned(),
+            ));
+        }
+        for (i, glob) in self.paths.iter().enumerate() {
+            if let Err(e) = crate::review::PathScope::new(std::slice::from_ref(glob), &[]) {
+                return Err((vec![key("paths"), Seg::Index(i)], e.message));
+            }
+        }
+        if self.paths.len() > crate::tools::MAX_GLOBS {
+            return Err((
+                vec![key("paths")],
+                format!("give at most {} globs", crate::tools::MAX_GLOBS),
+            ));
+        }
+        let ranges = [
+            ("timeout_seconds", self.timeout_seconds, 1, 86_400),
+            ("cpu_seconds", self.cpu_seconds, 1, 86_400),
+            ("memory_mb", self.memory_mb, 16, 1 << 20),
+        ];
+        for (name, value, min, max) in ranges {
+            if !(min..=max).contains(&value) {
+                return Err((
+                    vec![key(name)],
+                    format!("{value} is out of range: give {min} to {max}"),
+                ));
+            }
+        }
+        for (i, name) in self.env_passthrough.iter().enumerate() {
+            if !is_env_name(name) {
+                return Err((
+                    vec![key("env_passthrough"), Seg::Index(i)],
+                    format!("`{name}` is not an environment variable name"),
+                ));
+            }
+        }
+        for (i, path) in self.read.iter().enumerate() {
+            if !path.is_absolute() {
+                return Err((
+                    vec![key("read"), Seg::Index(i)],
+                    format!("`{}` is not an absolute path", path.display()),
+                ));
+            }
+        }
+        for (i, dir) in self.writable.iter().enumerate() {
+            if !is_plain_relative_dir(dir) {
+                return Err((
+                    vec![key("writable"), Seg::Index(i)],
+                    format!(
+                        "`{dir}` must be a directory relative to the checkout's root, without \
+                         `.` or `..`, outside `.git`"
+                    ),
+                ));
+            }
+        }
+        if self
+            .category
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err((vec![key("category")], "the category is empty".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+fn is_env_name(name: &str) -> bool {
+    name.bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Whether `dir` is a non-empty relative path of plain components, none of them `.git`.
+fn is_plain_relative_dir(dir: &str) -> bool {
+    let path = Path::new(dir);
+    !dir.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        && !path
+            .components()
+            .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
 }
 
 /// `[delegation]`: handing whole tasks to a local coding agent, OpenCode (issue 15; see
@@ -547,12 +794,7 @@ impl RunCheckConfig {
             }
         }
         for (i, name) in self.env_passthrough.iter().enumerate() {
-            let valid = name
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
+            if !is_env_name(name) {
                 return Err((
                     vec![key("env_passthrough"), Seg::Index(i)],
                     format!("`{name}` is not an environment variable name"),
@@ -563,15 +805,7 @@ impl RunCheckConfig {
             crate::tools::run_check::check_pattern(&command.argv)
                 .map_err(|e| (vec![key("commands"), Seg::Index(i), key("argv")], e))?;
             for (j, dir) in command.writable.iter().enumerate() {
-                let path = Path::new(dir);
-                let plain = !dir.is_empty()
-                    && path
-                        .components()
-                        .all(|c| matches!(c, std::path::Component::Normal(_)));
-                let in_git = path
-                    .components()
-                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"));
-                if !plain || in_git {
+                if !is_plain_relative_dir(dir) {
                     return Err((
                         vec![
                             key("commands"),
@@ -709,10 +943,27 @@ impl Config {
     /// As [`Config::load`], but [`ConfigError::Invalid`] only for TOML syntax or a
     /// `rules_dirs` that is not a list of non-empty paths.
     pub fn load_rules_dirs(path: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
+        Ok(Config::load_review_sections(path)?.rules_dirs)
+    }
+
+    /// The sections of the config file a command-line `review` uses — `rules_dirs`,
+    /// `[[analyzers]]` and `[sandbox]` — read and checked as [`Config::load`] does, the other
+    /// keys left unchecked (see [`Config::load_rules_dirs`]); the rest of the returned value is
+    /// [`Config::default`]. No file at the default place is an empty config; `path` given and
+    /// missing is an error.
+    ///
+    /// # Errors
+    /// As [`Config::load`], but [`ConfigError::Invalid`] only for TOML syntax or a fault in
+    /// those sections.
+    pub fn load_review_sections(path: Option<&Path>) -> Result<Config, ConfigError> {
         #[derive(Deserialize)]
-        struct RulesDirsOnly {
+        struct ReviewSections {
             #[serde(default)]
             rules_dirs: Vec<PathBuf>,
+            #[serde(default)]
+            analyzers: Vec<AnalyzerConfig>,
+            #[serde(default)]
+            sandbox: SandboxConfig,
         }
         let (path, must_exist) = match path {
             Some(p) => (p.to_owned(), true),
@@ -722,7 +973,7 @@ impl Config {
             return if must_exist {
                 Err(ConfigError::NotFound { path })
             } else {
-                Ok(Vec::new())
+                Ok(Config::default())
             };
         };
         let at = Positions {
@@ -731,7 +982,7 @@ impl Config {
         };
         let doc = toml_edit::Document::parse(text.as_str())
             .map_err(|e| at.invalid(e.span(), None, e.message().trim_end()))?;
-        let only: RulesDirsOnly = toml::from_str(&text).map_err(|e| {
+        let only: ReviewSections = toml::from_str(&text).map_err(|e| {
             let key = e
                 .span()
                 .and_then(|span| path_at(doc.as_item(), span.start))
@@ -740,13 +991,25 @@ impl Config {
         })?;
         let mut config = Config {
             rules_dirs: only.rules_dirs,
+            analyzers: only.analyzers,
+            sandbox: only.sandbox,
             ..Config::default()
         };
-        if let Err((segs, message)) = config.normalize_rules_dirs(&path) {
+        let checked = config
+            .normalize_rules_dirs(&path)
+            .and_then(|()| check_analyzers(&config.analyzers))
+            .and_then(|()| {
+                config.sandbox.check().map_err(|(segs, message)| {
+                    let mut path = vec![key("sandbox")];
+                    path.extend(segs);
+                    (path, message)
+                })
+            });
+        if let Err((segs, message)) = checked {
             let span = span_of(doc.as_item(), &segs);
             return Err(at.invalid(span, Some(render_path(&segs)), &message));
         }
-        Ok(config.rules_dirs)
+        Ok(config)
     }
 
     /// Resolve relative `rules_dirs` against the directory of the config file at `path`.
@@ -926,6 +1189,7 @@ impl Config {
             path.extend(segs);
             return Err((path, message));
         }
+        check_analyzers(&self.analyzers)?;
         if self.delegation.enabled && self.delegation.opencode_url.is_none() {
             match &self.delegation.provider {
                 None => {
@@ -967,6 +1231,28 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Check `[[analyzers]]`: each entry ([`AnalyzerConfig::check`]) and that names are unique.
+fn check_analyzers(analyzers: &[AnalyzerConfig]) -> Result<(), (Vec<Seg>, String)> {
+    for (i, analyzer) in analyzers.iter().enumerate() {
+        let mut path = vec![key("analyzers"), Seg::Index(i)];
+        if let Err((segs, message)) = analyzer.check() {
+            path.extend(segs);
+            return Err((path, message));
+        }
+        if analyzers[..i].iter().any(|a| a.name == analyzer.name) {
+            path.push(key("name"));
+            return Err((
+                path,
+                format!(
+                    "another analyzer is named `{}`: names must be unique",
+                    analyzer.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Read the file, `None` if it does not exist.

@@ -52,6 +52,9 @@ pub enum FindingSource {
     Rule,
     /// A language model.
     Model,
+    /// An external analyzer the user configured (`[[analyzers]]`, issue 16): semgrep, ruff,
+    /// eslint, gitleaks…; `analyzer` names it.
+    Analyzer,
 }
 
 /// Publication state of a finding (draft §11 `status`). The gateway only ever creates `draft`
@@ -120,6 +123,9 @@ pub struct ReviewFinding {
     pub rule_id: Option<String>,
     /// Who produced it.
     pub source: FindingSource,
+    /// The analyzer's name (its `[[analyzers]]` entry's `name`), for `source: "analyzer"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analyzer: Option<String>,
     /// Publication state.
     pub status: FindingStatus,
 }

@@ -47,6 +47,7 @@ pub(crate) fn finding(path: &str, start: u32, end: u32, severity: Severity) -> R
         suggestion_code: None,
         rule_id: None,
         source: FindingSource::Model,
+        analyzer: None,
         status: FindingStatus::Draft,
     }
 }
@@ -88,6 +89,7 @@ pub(crate) fn checkout_finding() -> ReviewFinding {
         ),
         rule_id: Some("checkout.inventory-atomicity".into()),
         source: FindingSource::Model,
+        analyzer: None,
         status: FindingStatus::Draft,
     }
 }
@@ -109,6 +111,7 @@ pub(crate) fn review_events() -> Vec<AgentEvent> {
         suggestion_code: Some("const KEY = process.env.PAYMENT_KEY".into()),
         rule_id: Some("security-default/hardcoded-secret".into()),
         source: FindingSource::Rule,
+        analyzer: None,
         evidence: vec![Evidence {
             path: "src/checkout.ts".into(),
             start_line: 12,

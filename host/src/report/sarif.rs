@@ -248,6 +248,7 @@ fn result(f: &ReviewFinding, rule_id: &str, rule_index: Option<usize>) -> Value 
             "source": match f.source {
                 FindingSource::Rule => "rule",
                 FindingSource::Model => "model",
+                FindingSource::Analyzer => "analyzer",
             },
         }),
     );

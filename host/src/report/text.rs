@@ -347,11 +347,13 @@ fn confidence_name(f: &ReviewFinding) -> &'static str {
     }
 }
 
-fn source_name(f: &ReviewFinding) -> &'static str {
+fn source_name(f: &ReviewFinding) -> String {
     use crate::protocol::FindingSource;
-    match f.source {
-        FindingSource::Rule => "rule",
-        FindingSource::Model => "model",
+    match (f.source, &f.analyzer) {
+        (FindingSource::Rule, _) => "rule".to_owned(),
+        (FindingSource::Model, _) => "model".to_owned(),
+        (FindingSource::Analyzer, Some(name)) => format!("analyzer {}", clean_line(name)),
+        (FindingSource::Analyzer, None) => "analyzer".to_owned(),
     }
 }
 

@@ -816,6 +816,7 @@ impl ReviewTools<'_> {
             suggestion_code: reported.suggestion_code,
             rule_id: reported.rule_id,
             source: FindingSource::Model,
+            analyzer: None,
             status: FindingStatus::Draft,
         };
         let note = if end_line < reported.end_line {

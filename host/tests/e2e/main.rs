@@ -3,6 +3,7 @@
 
 mod support;
 
+mod analyzers;
 mod bare;
 mod confidence;
 mod errors;
