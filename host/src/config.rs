@@ -48,6 +48,11 @@
 //! [delegation]                 # hand whole tasks to OpenCode (issue 15); off by default
 //! enabled = true
 //! allow_always = false         # `always` permission replies refused (default)
+//!
+//! [[analyzers]]                # external SARIF analyzers a review runs (issue 16); none by default
+//! name = "ruff"
+//! command = ["ruff", "check", "--exit-zero", "--output-format", "sarif", "{files}"]
+//! paths = ["*.py"]             # see AnalyzerConfig for every key
 //! ```
 //!
 //! Origins (`allowed_origins`, `gitlab_origin`) are `http(s)://host[:port]` with no path or

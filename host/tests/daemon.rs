@@ -27,6 +27,11 @@ const PROJECT: &str = "group/project";
 
 impl Daemon {
     fn start() -> Daemon {
+        Daemon::start_with("")
+    }
+
+    /// A daemon whose config file ends with `extra` (TOML).
+    fn start_with(extra: &str) -> Daemon {
         let (repo, base, head) =
             common::app_repository("import os\n", "import os\na = eval(x)\nb = eval(y)\n");
 
@@ -37,7 +42,7 @@ impl Daemon {
             "allowed_origins = [\"{ORIGIN}\"]\n\n[limits]\nmax_concurrent_reviews = 3\n\n\
              [[mappings]]\ngitlab_origin = \"{ORIGIN}\"\nproject_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n",
             repo.path().display()
-        );
+        ) + extra;
         std::fs::write(config_dir.join("config.toml"), config).expect("write config");
         let mut daemon = Daemon {
             child: spawn(home.path()),
@@ -475,6 +480,49 @@ fn kill_9_mid_review_then_resume_finishes_without_duplicates() {
     let view = d.authed("GET", &format!("/v1/runs/{run_id}"), None).json();
     assert_eq!(view["data"]["state"], "completed");
     assert_eq!(view["data"]["findings"].as_array().map(Vec::len), Some(5));
+}
+
+#[test]
+fn a_review_runs_the_configured_analyzers() {
+    let ruff = common::test_venv().join("bin/ruff");
+    assert!(
+        ruff.is_file(),
+        "{} is missing: run `bash .ci/run` once (it installs ruff into target/test-venv)",
+        ruff.display()
+    );
+    let d = Daemon::start_with(&format!(
+        "\n[[analyzers]]\nname = \"ruff\"\ncommand = [{}, \"check\", \"--no-cache\", \
+         \"--exit-zero\", \"--select\", \"F821\", \"--output-format\", \"sarif\", \"{{files}}\"]\n",
+        serde_json::to_string(&ruff.display().to_string()).expect("json")
+    ));
+    let events = d
+        .authed("POST", "/v1/reviews", Some(&d.review_body("with-ruff")))
+        .sse();
+    assert_eq!(events.last().map(|e| e.1.as_str()), Some("run.completed"));
+    // F821 (undefined name) on both added lines, beside the rules' eval findings.
+    let from_ruff: Vec<(u64, String)> = events
+        .iter()
+        .filter(|e| e.1 == "finding.created" && e.2["finding"]["source"] == "analyzer")
+        .map(|e| {
+            let f = &e.2["finding"];
+            assert_eq!(f["analyzer"], "ruff");
+            (
+                f["startLine"].as_u64().unwrap_or_default(),
+                f["ruleId"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        from_ruff,
+        [(2, "F821".to_owned()), (3, "F821".to_owned())],
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.1 == "tool.completed" && e.2["tool"] == "analyzer" && e.2["ok"] == true),
+        "{events:?}"
+    );
 }
 
 #[test]

@@ -91,3 +91,107 @@ fn a_resumed_run_continues_its_sequence_and_skips_emitted_findings() {
     assert!(resumed.iter().all(|e| e.event_type() != "run.created"));
     assert_eq!(fingerprints(&resumed), vec![all[1].clone()]);
 }
+
+/// Analyzers of `commands` (name, argv) for a review, with a private state dir under `state`
+/// and this build's binary as the sandbox helper.
+fn analyzers(
+    state: &std::path::Path,
+    commands: &[(&str, &[&str])],
+) -> review_agent_gateway::review::analyzers::Analyzers {
+    let entries = commands
+        .iter()
+        .map(|(name, argv)| {
+            let text = format!(
+                "[[analyzers]]\nname = {}\ncommand = {}\n",
+                serde_json::to_string(name).expect("json"),
+                serde_json::to_string(argv).expect("json")
+            );
+            let config = review_agent_gateway::config::Config::parse(
+                &text,
+                std::path::Path::new("config.toml"),
+            )
+            .expect("config parses");
+            config.analyzers[0].clone()
+        })
+        .collect();
+    review_agent_gateway::review::analyzers::Analyzers {
+        entries,
+        sandbox: Default::default(),
+        state_dir: state.to_owned(),
+        private: Vec::new(),
+        helper: env!("CARGO_BIN_EXE_review-agent-gateway").into(),
+    }
+}
+
+#[test]
+fn a_cancel_kills_a_running_analyzer_and_keeps_nothing_of_it() {
+    let dir = repo();
+    let state = tempfile::tempdir().expect("temp dir");
+    let mut options = ReviewOptions::new(dir.path(), "main", "feature");
+    options.analyzers = Some(analyzers(state.path(), &[("slow", &["/bin/sleep", "600"])]));
+    let control = RunControl::new("run_analyzer_cancel".into());
+    let cancel = control.cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        cancel.store(true, Ordering::Relaxed);
+    });
+    let started = std::time::Instant::now();
+    let (events, ok) = collect(&options, &control);
+    canceller.join().expect("canceller");
+    assert!(!ok);
+    // Not a timing assertion of speed: without the kill the review would wait 600 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    assert_eq!(events.last().map(|e| e.event_type()), Some("run.cancelled"));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.payload, EventPayload::ToolStarted(t) if t.tool == "analyzer")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_resumed_review_does_not_repeat_analyzer_findings() {
+    let dir = repo();
+    // The repository's own SARIF log, printed by the analyzer from the checkout.
+    let sarif = serde_json::json!({
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": { "name": "cat" } },
+            "results": [{
+                "ruleId": "style.naming",
+                "message": { "text": "a name to reconsider" },
+                "locations": [{ "physicalLocation": {
+                    "artifactLocation": { "uri": "app.py" },
+                    "region": { "startLine": 3 }
+                }}]
+            }]
+        }]
+    });
+    std::fs::write(dir.path().join("log.sarif"), sarif.to_string()).expect("write");
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "log"]);
+    let state = tempfile::tempdir().expect("temp dir");
+    let mut options = ReviewOptions::new(dir.path(), "main", "feature");
+    options.analyzers = Some(analyzers(
+        state.path(),
+        &[("cat", &["/bin/cat", "log.sarif"])],
+    ));
+    let (events, ok) = collect(&options, &RunControl::new("run_a".into()));
+    assert!(ok, "{events:?}");
+    let first = fingerprints(&events);
+    let analyzer_findings = events
+        .iter()
+        .filter(|e| {
+            matches!(&e.payload, EventPayload::FindingCreated(f)
+                if f.finding.analyzer.as_deref() == Some("cat"))
+        })
+        .count();
+    assert_eq!(analyzer_findings, 1, "{events:?}");
+    // Resumed with every fingerprint already emitted: nothing is emitted again.
+    let mut control = RunControl::new("run_a".into());
+    control.already_emitted = first.iter().cloned().collect();
+    let (events, ok) = collect(&options, &control);
+    assert!(ok);
+    assert!(fingerprints(&events).is_empty(), "{events:?}");
+}
