@@ -724,3 +724,31 @@ fn delegation_needs_a_provider_when_the_gateway_starts_opencode() {
     );
     assert!(parse("[delegation]\nprovider = \"nowhere\"\n").is_ok());
 }
+
+/// The README's `[[analyzers]]` example is a valid config, read as it says.
+#[test]
+fn readme_analyzers_example_parses() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+    )
+    .expect("read README.md");
+    let section = readme
+        .split("## External analyzers")
+        .nth(1)
+        .expect("README has an External analyzers section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the section has a toml block");
+    let config = Config::parse(block, Path::new("config.toml")).expect("the example parses");
+    let names: Vec<&str> = config.analyzers.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["ruff", "semgrep", "gitleaks"]);
+    assert_eq!(config.analyzers[0].paths, ["*.py"]);
+    assert_eq!(config.analyzers[1].timeout_seconds, 600);
+    assert!(config.analyzers.iter().all(|a| a.enabled && !a.network));
+    assert_eq!(
+        config.analyzers[2].severity,
+        Some(review_agent_gateway::protocol::Severity::Critical)
+    );
+}
