@@ -75,9 +75,9 @@ pub use daemon_record::{
 pub use edit::{add_mapping, remove_mapping};
 pub use error::ConfigError;
 pub use file::{
-    AnalyzerConfig, Config, DelegationConfig, FILES_PLACEHOLDER, Limits, LoadedConfig, Mapping,
-    McpConfig, McpRoot, NativeMessagingConfig, ProviderConfig, ProviderKind, RunCheckCommand,
-    RunCheckConfig, SARIF_PLACEHOLDER, SandboxConfig, ToolsConfig,
+    AnalyzerConfig, AnalyzerWorkdir, Config, DelegationConfig, FILES_PLACEHOLDER, Limits,
+    LoadedConfig, Mapping, McpConfig, McpRoot, NativeMessagingConfig, ProviderConfig, ProviderKind,
+    RunCheckCommand, RunCheckConfig, SARIF_PLACEHOLDER, SandboxConfig, ToolsConfig,
 };
 pub use origin::normalize_origin;
 pub use paths::Paths;

@@ -647,6 +647,29 @@ fn pipeline(
         for (call_id, run) in running.finish(&|| control.is_cancelled()) {
             let (completed, error) = analyzers::completed(call_id, &run);
             emitter.emit(completed);
+            if !run.left_out.is_empty() {
+                emitter.warning(
+                    "analyzer.files_differ",
+                    format!(
+                        "analyzer `{}` did not look at {} changed file(s) whose work-tree copy \
+                         is not the head commit's: {}",
+                        run.name,
+                        run.left_out.len(),
+                        if run.left_out.len() > 10 {
+                            format!("{}, …", quoted_list(&run.left_out[..10]))
+                        } else {
+                            quoted_list(&run.left_out)
+                        }
+                    ),
+                    None,
+                    Some(
+                        "Check out the merge request's head commit in the work tree, or give \
+                         the analyzer `workdir = \"checkout\"` (a scratch checkout of the head \
+                         commit)."
+                            .into(),
+                    ),
+                );
+            }
             if let Some(error) = error {
                 emitter.warning(error.code, error.message, None, Some(error.remediation));
             }
@@ -1121,6 +1144,8 @@ pub fn review_catalog(
 /// (`repositoryRevision`), `normalized_request` (the payload hash of the request without its
 /// `requestId`), the selected rule sets' `ruleSetVersion`, their file digests (so an edited
 /// rule file without a version bump is a miss, not a stale hit), and the analyzers' entries.
+/// A review with an analyzer in the work tree (`workdir = "worktree"`) has no key (an error):
+/// what it sees is not the commit's alone.
 ///
 /// # Errors
 /// Whatever resolving the revisions or loading the rule sets reports; callers treat an error
@@ -1138,6 +1163,18 @@ pub fn cache_key(
     let merge_base = repo.merge_base(base.id, head.id)?.unwrap_or(base.id);
     let (catalog, _) = review_catalog(options, &repo, merge_base)?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
+    if options.analyzers.as_ref().is_some_and(|a| {
+        a.entries
+            .iter()
+            .any(|e| e.workdir == crate::config::AnalyzerWorkdir::Worktree)
+    }) {
+        // What such an analyzer sees depends on the work tree, which no key captures.
+        return Err(GatewayError::new(
+            codes::REQUEST_INVALID,
+            "a review with an analyzer in the work tree is not cached",
+            "Nothing to do: the review runs afresh.",
+        ));
+    }
     let mut hasher = Sha256::new();
     let analyzers = options
         .analyzers

@@ -728,10 +728,9 @@ fn delegation_needs_a_provider_when_the_gateway_starts_opencode() {
 /// The README's `[[analyzers]]` example is a valid config, read as it says.
 #[test]
 fn readme_analyzers_example_parses() {
-    let readme = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
-    )
-    .expect("read README.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("read README.md");
     let section = readme
         .split("## External analyzers")
         .nth(1)

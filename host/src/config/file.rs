@@ -227,6 +227,7 @@ impl SandboxConfig {
 /// # severity = "medium"                       # instead of the one its SARIF gives
 /// # confidence = "high"                       # default: its SARIF's, else medium
 /// # category = "security"                     # default: from its rule's tags
+/// # workdir = "worktree"                      # default "checkout" (of the head commit)
 /// ```
 ///
 /// `command` is the program (a name looked up on `PATH`, or an absolute path) and its
@@ -275,6 +276,12 @@ pub struct AnalyzerConfig {
     /// The rest of the checkout is read-only to it.
     #[serde(default)]
     pub writable: Vec<String>,
+    /// Where it runs: `checkout` (default), a scratch checkout of the head commit; `worktree`,
+    /// the repository's work tree (read-only too), for analyzers that need what is installed
+    /// there (`node_modules`, a virtualenv) — it then gets only the files whose work-tree copy
+    /// is the head commit's.
+    #[serde(default)]
+    pub workdir: AnalyzerWorkdir,
     /// The severity of all its findings, instead of the one its SARIF gives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<crate::protocol::Severity>,
@@ -286,6 +293,17 @@ pub struct AnalyzerConfig {
     /// with a CWE (or whose kind of problem the review recognises) and `maintainability` else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
+}
+
+/// [`AnalyzerConfig::workdir`]. TOML form: `"checkout"` or `"worktree"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnalyzerWorkdir {
+    /// A scratch checkout of the head commit.
+    #[default]
+    Checkout,
+    /// The repository's work tree.
+    Worktree,
 }
 
 fn default_true() -> bool {

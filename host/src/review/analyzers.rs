@@ -55,7 +55,9 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 use serde_json::{Value, json};
 
-use crate::config::{AnalyzerConfig, FILES_PLACEHOLDER, SARIF_PLACEHOLDER, SandboxConfig};
+use crate::config::{
+    AnalyzerConfig, AnalyzerWorkdir, FILES_PLACEHOLDER, SARIF_PLACEHOLDER, SandboxConfig,
+};
 use crate::error::{GatewayError, codes};
 use crate::protocol::{
     Confidence, ErrorObject, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,
@@ -172,6 +174,9 @@ pub struct AnalyzerRun {
     /// Whether some output of a run was cut (its standard error, kept up to 1 MiB when it
     /// writes SARIF to a file).
     pub truncated: bool,
+    /// With `workdir = "worktree"`: the files left out because their work-tree copy is not the
+    /// head commit's.
+    pub left_out: Vec<String>,
 }
 
 /// The analyzers of a review, running in threads of their own ([`start`]); [`Running::finish`]
@@ -268,6 +273,7 @@ impl Running {
                     duration: Duration::ZERO,
                     outcome: Err(failed(&name, "its thread panicked".into())),
                     truncated: false,
+                    left_out: Vec::new(),
                 });
                 (call_id, run)
             })
@@ -288,6 +294,7 @@ fn placeholder_entry(name: &str) -> AnalyzerConfig {
         env_passthrough: Vec::new(),
         read: Vec::new(),
         writable: Vec::new(),
+        workdir: AnalyzerWorkdir::Checkout,
         severity: None,
         confidence: None,
         category: None,
@@ -306,6 +313,27 @@ fn failed(name: &str, why: String) -> GatewayError {
     )
 }
 
+/// What a run learns besides its results.
+struct RunState {
+    truncated: bool,
+    left_out: Vec<String>,
+    files: usize,
+}
+
+/// Whether the work-tree file `path` under `root` is a regular file with the content it has at
+/// `head` (a symlink, a missing file or a read error is not).
+fn same_as_head(repo: &Repository, head: ObjectId, root: &Path, path: &str) -> bool {
+    let full = root.join(path);
+    let regular = std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_file());
+    if !regular {
+        return false;
+    }
+    match (repo.read_file_at(head, path), std::fs::read(&full)) {
+        (Ok(Some(crate::repo::FileAt::Blob { data, .. })), Ok(bytes)) => data == bytes,
+        _ => false,
+    }
+}
+
 /// One analyzer's work, moved to its thread.
 struct Work {
     entry: AnalyzerConfig,
@@ -319,46 +347,85 @@ struct Work {
 impl Work {
     fn run(self) -> AnalyzerRun {
         let started = Instant::now();
-        let with_files = self.entry.command.iter().any(|a| a == FILES_PLACEHOLDER);
-        let mut truncated = false;
-        let outcome = if with_files && self.files.is_empty() {
-            Ok(None)
-        } else {
-            self.run_all(with_files, &mut truncated).map(Some)
+        let mut state = RunState {
+            truncated: false,
+            left_out: Vec::new(),
+            files: 0,
         };
+        let outcome = self.run_all(&mut state);
         AnalyzerRun {
             name: self.entry.name.clone(),
-            files: if with_files { self.files.len() } else { 0 },
+            files: state.files,
             entry: self.entry,
             duration: started.elapsed(),
             outcome,
-            truncated,
+            truncated: state.truncated,
+            left_out: state.left_out,
         }
     }
 
-    fn run_all(
-        &self,
-        with_files: bool,
-        truncated: &mut bool,
-    ) -> Result<Vec<SarifResult>, GatewayError> {
+    fn run_all(&self, state: &mut RunState) -> Result<Option<Vec<SarifResult>>, GatewayError> {
         let name = &self.entry.name;
+        let with_files = self.entry.command.iter().any(|a| a == FILES_PLACEHOLDER);
+        if with_files && self.files.is_empty() {
+            return Ok(None);
+        }
         let repo = Repository::open(&self.repo)?;
-        let checkouts = crate::repo::checkout::Checkouts::new(
-            self.analyzers
-                .state_dir
-                .join(crate::tools::run_check::CHECKOUT_DIR),
-            crate::tools::run_check::CHECKOUTS_KEPT,
-        )?;
-        let checkout = checkouts.get(&repo, self.head)?;
-        let root = std::fs::canonicalize(checkout.path()).map_err(|e| {
-            failed(
-                name,
-                format!(
-                    "cannot resolve its checkout {}: {e}",
-                    checkout.path().display()
-                ),
-            )
-        })?;
+        let mut _checkout = None;
+        let root = match self.entry.workdir {
+            AnalyzerWorkdir::Checkout => {
+                let checkouts = crate::repo::checkout::Checkouts::new(
+                    self.analyzers
+                        .state_dir
+                        .join(crate::tools::run_check::CHECKOUT_DIR),
+                    crate::tools::run_check::CHECKOUTS_KEPT,
+                )?;
+                let checkout = checkouts.get(&repo, self.head)?;
+                let root = std::fs::canonicalize(checkout.path()).map_err(|e| {
+                    failed(
+                        name,
+                        format!(
+                            "cannot resolve its checkout {}: {e}",
+                            checkout.path().display()
+                        ),
+                    )
+                })?;
+                _checkout = Some(checkout);
+                root
+            }
+            AnalyzerWorkdir::Worktree => {
+                let dir = repo.work_dir().ok_or_else(|| {
+                    failed(
+                        name,
+                        "`workdir = \"worktree\"`, but the repository is bare (it has no work \
+                         tree); use `workdir = \"checkout\"`"
+                            .into(),
+                    )
+                })?;
+                std::fs::canonicalize(dir).map_err(|e| {
+                    failed(
+                        name,
+                        format!("cannot resolve the work tree {}: {e}", dir.display()),
+                    )
+                })?
+            }
+        };
+        let files: Vec<String> = match self.entry.workdir {
+            AnalyzerWorkdir::Checkout => self.files.clone(),
+            AnalyzerWorkdir::Worktree => {
+                let (same, differ): (Vec<String>, Vec<String>) = self
+                    .files
+                    .iter()
+                    .cloned()
+                    .partition(|f| same_as_head(&repo, self.head, &root, f));
+                state.left_out = differ;
+                same
+            }
+        };
+        state.files = if with_files { files.len() } else { 0 };
+        if with_files && files.is_empty() {
+            return Ok(None);
+        }
         let path = crate::tools::run_check::gateway_path();
         let program = crate::tools::run_check::resolve_program(&self.entry.command[0], &path)
             .ok_or_else(|| {
@@ -374,7 +441,7 @@ impl Work {
             })?;
         let mut results = Vec::new();
         let batches: Vec<&[String]> = if with_files {
-            self.files.chunks(MAX_FILES_PER_RUN).collect()
+            files.chunks(MAX_FILES_PER_RUN).collect()
         } else {
             vec![&[]]
         };
@@ -382,12 +449,15 @@ impl Work {
             if self.stop.load(Ordering::SeqCst) {
                 return Err(failed(name, "the review was cancelled".into()));
             }
-            let (sarif, stderr) = self.run_once(&root, &program, &path, batch, truncated)?;
+            let (sarif, stderr) =
+                self.run_once(&root, &program, &path, batch, &mut state.truncated)?;
             let parsed = parse_sarif(&sarif, &root)
                 .map_err(|why| failed(name, format!("its output is not SARIF: {why}; {stderr}")))?;
             results.extend(parsed);
         }
-        Ok(results)
+        // In the work tree, a file that is not the head commit's has other lines.
+        results.retain(|r| !state.left_out.contains(&r.path));
+        Ok(Some(results))
     }
 
     /// One run on `batch`: its SARIF bytes, and the end of its standard error in words (for an

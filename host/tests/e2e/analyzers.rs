@@ -563,3 +563,52 @@ fn bad_entries_are_config_errors_naming_the_key() {
         run.describe()
     );
 }
+
+/// `workdir = "worktree"`: the analyzer runs in the work tree (where what it needs is
+/// installed) and gets only the files whose work-tree copy is the head commit's.
+#[test]
+fn in_the_work_tree_only_files_as_at_the_head_commit() {
+    let repo = repo();
+    let config = config(&repo, &ruff_entry("workdir = \"worktree\"\n"));
+    let args = [
+        "--base",
+        "main",
+        "--head",
+        "feature",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--config",
+        &config,
+    ];
+    // The work tree is the head commit: ruff sees app.py.
+    let run = repo.review(&args);
+    run.assert_code(0);
+    let from_ruff = |run: &Run| {
+        run.findings()
+            .into_iter()
+            .filter(|f| f.source == FindingSource::Analyzer)
+            .map(|f| f.rule_id.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(from_ruff(&run), ["S324"], "{}", run.describe());
+    // An uncommitted edit: the work tree's app.py is not the head's, so ruff does not get it.
+    repo.write("app.py", format!("{HEAD}\n\nimport pickle\n"));
+    let run = repo.review(&args);
+    run.assert_code(0);
+    assert!(from_ruff(&run).is_empty(), "{}", run.describe());
+    let warning = warnings(&run)
+        .into_iter()
+        .find(|w| w.code == "analyzer.files_differ")
+        .unwrap_or_else(|| panic!("no analyzer.files_differ\n{}", run.describe()));
+    assert!(warning.message.contains("`app.py`"), "{}", warning.message);
+    // The rules still review the head commit.
+    assert!(
+        run.findings()
+            .iter()
+            .any(|f| f.rule_id.as_deref() == Some("python.shell-injection")),
+        "{}",
+        run.describe()
+    );
+}
