@@ -182,7 +182,7 @@ pub struct AnalyzerRun {
 /// The analyzers of a review, running in threads of their own ([`start`]); [`Running::finish`]
 /// waits for them. Dropping it (the review stopped early) kills what still runs.
 pub struct Running {
-    handles: Vec<(String, String, JoinHandle<AnalyzerRun>)>,
+    handles: Vec<(AnalyzerConfig, String, JoinHandle<AnalyzerRun>)>,
     stop: Arc<AtomicBool>,
 }
 
@@ -232,7 +232,7 @@ pub(crate) fn start(
             .name(format!("analyzer-{name}"))
             .spawn(move || job.run());
         match handle {
-            Ok(handle) => handles.push((name, call_id, handle)),
+            Ok(handle) => handles.push((entry.clone(), call_id, handle)),
             Err(e) => {
                 emitter.emit(ToolCompleted {
                     call_id,
@@ -265,39 +265,19 @@ impl Running {
         }
         handles
             .into_iter()
-            .map(|(name, call_id, handle)| {
+            .map(|(entry, call_id, handle)| {
                 let run = handle.join().unwrap_or_else(|_| AnalyzerRun {
-                    name: name.clone(),
-                    entry: placeholder_entry(&name),
+                    name: entry.name.clone(),
+                    outcome: Err(failed(&entry.name, "its thread panicked".into())),
+                    entry,
                     files: 0,
                     duration: Duration::ZERO,
-                    outcome: Err(failed(&name, "its thread panicked".into())),
                     truncated: false,
                     left_out: Vec::new(),
                 });
                 (call_id, run)
             })
             .collect()
-    }
-}
-
-fn placeholder_entry(name: &str) -> AnalyzerConfig {
-    AnalyzerConfig {
-        name: name.to_owned(),
-        command: vec![name.to_owned()],
-        enabled: true,
-        paths: Vec::new(),
-        timeout_seconds: 1,
-        cpu_seconds: 1,
-        memory_mb: 16,
-        network: false,
-        env_passthrough: Vec::new(),
-        read: Vec::new(),
-        writable: Vec::new(),
-        workdir: AnalyzerWorkdir::Checkout,
-        severity: None,
-        confidence: None,
-        category: None,
     }
 }
 
