@@ -332,7 +332,22 @@ impl Work {
             left_out: Vec::new(),
             files: 0,
         };
-        let outcome = self.run_all(&mut state);
+        // Every failure names the analyzer and is `analyzer.failed`, whatever failed (the
+        // checkout, the sandbox), with that failure's own remediation.
+        let outcome = self.run_all(&mut state).map_err(|e| {
+            if e.code == codes::ANALYZER_FAILED {
+                e
+            } else {
+                GatewayError::new(
+                    codes::ANALYZER_FAILED,
+                    format!(
+                        "analyzer `{}` failed: {} ({})",
+                        self.entry.name, e.message, e.code
+                    ),
+                    e.remediation,
+                )
+            }
+        });
         AnalyzerRun {
             name: self.entry.name.clone(),
             files: state.files,
