@@ -597,6 +597,7 @@ fn pipeline(
     };
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
+    let mut unknown_ignores: Vec<(&String, u32, &str)> = Vec::new();
     let mut syntax = syntax_matches(&in_scope, &selection, &|| control.is_cancelled()).into_iter();
     for file in &in_scope {
         control.step()?;
@@ -604,19 +605,10 @@ fn pipeline(
         let matcher = selection.file_matcher(&file.path);
         for (line_no, text) in file.added_lines() {
             // An ignore comment the merge request adds that names no loaded rule suppresses
-            // nothing: most likely a typo, so say so.
+            // nothing: most likely a typo, said once the analyzers' rule ids are known too.
             for id in ignored_rule_ids(text) {
                 if !known_ids.contains(id) {
-                    emitter.warning(
-                        "rules.unknown_ignore_id",
-                        format!(
-                            "{}:{line_no}: `review-agent: ignore {id}` names no loaded rule, so it \
-                             suppresses nothing",
-                            file.path
-                        ),
-                        Some(file.path.clone()),
-                        Some("Check the id with `review-agent-gateway rules list`.".into()),
-                    );
+                    unknown_ignores.push((&file.path, line_no, id));
                 }
             }
             for (rule, _) in matcher.matches(text) {
@@ -676,6 +668,39 @@ fn pipeline(
             analyzer_runs.push(run);
         }
         control.check()?;
+    }
+
+    let analyzer_ids: HashSet<&str> = analyzer_runs
+        .iter()
+        .filter_map(|run| run.outcome.as_ref().ok().and_then(Option::as_ref))
+        .flatten()
+        .map(|result| result.rule_id.as_str())
+        .collect();
+    for (path, line_no, id) in unknown_ignores {
+        if analyzer_ids.contains(id) {
+            continue;
+        }
+        let (what, remediation) = if analyzer_runs.is_empty() {
+            (
+                "no loaded rule",
+                "Check the id with `review-agent-gateway rules list`.",
+            )
+        } else {
+            (
+                "no loaded rule nor any rule the analyzers reported",
+                "Check the id with `review-agent-gateway rules list`, or in the analyzer's \
+                 findings (`ruleId`).",
+            )
+        };
+        emitter.warning(
+            "rules.unknown_ignore_id",
+            format!(
+                "{path}:{line_no}: `review-agent: ignore {id}` names {what}, so it suppresses \
+                 nothing"
+            ),
+            Some(path.clone()),
+            Some(remediation.into()),
+        );
     }
 
     {
@@ -884,6 +909,14 @@ fn pipeline(
     }
     if cancelled_in_model {
         return Err(Stop::Cancelled);
+    }
+    // A required analyzer that failed fails the run, now that every finding is out.
+    if let Some(error) = analyzer_runs
+        .iter()
+        .filter(|run| run.entry.required)
+        .find_map(|run| run.outcome.as_ref().err())
+    {
+        return Err(Stop::Failed(error.clone()));
     }
     if let Some(error) = model_error {
         // The rule findings and the model's so far are emitted; the run fails retryably and

@@ -331,3 +331,32 @@ fn doctor_reports_the_sandbox_mode() {
     assert!(report.contains("landlok"), "{report}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `doctor` lists the configured analyzers: a program it finds, and one it does not (a problem
+/// with its fix).
+#[test]
+fn doctor_checks_the_analyzers_programs() {
+    let home = Home::new();
+    let gw = home.dir.path().join("gw");
+    std::fs::create_dir_all(gw.join("config")).expect("mkdir");
+    std::fs::write(
+        gw.join("config/config.toml"),
+        "[[analyzers]]\nname = \"present\"\ncommand = [\"/bin/sh\", \"-c\", \"true\"]\n\n\
+         [[analyzers]]\nname = \"absent\"\ncommand = [\"no-such-analyzer-anywhere\"]\n\n\
+         [[analyzers]]\nname = \"off\"\ncommand = [\"also-missing\"]\nenabled = false\n",
+    )
+    .expect("write");
+    let out = home.run(&["doctor", "--port", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = stdout(&out);
+    assert!(
+        report.contains("analyzers\n  ok: present: /bin/sh"),
+        "{report}"
+    );
+    assert!(
+        report.contains("problem[analyzer.not_found]")
+            && report.contains("`no-such-analyzer-anywhere` is not an executable file in PATH"),
+        "{report}"
+    );
+    assert!(!report.contains("also-missing"), "{report}");
+}

@@ -242,6 +242,7 @@ pub(crate) fn doctor_command(args: DoctorArgs) -> ExitCode {
             }
         }
         problems += sandbox_report();
+        problems += analyzers_report();
         Ok(problems)
     };
     match run() {
@@ -317,6 +318,54 @@ fn sandbox_report() -> usize {
             }
         }
     }
+}
+
+/// The `analyzers` section of `doctor`: each enabled `[[analyzers]]` entry's program, found or
+/// not (a problem each: the analyzer would fail in every review), and whether the sandbox can
+/// run them. Returns the number of problems. Nothing is printed without analyzers.
+fn analyzers_report() -> usize {
+    use review_agent_gateway::review::analyzers::program_of;
+    use review_agent_gateway::sandbox::Sandbox;
+    let Ok(loaded) = review_agent_gateway::config::Config::load(None) else {
+        return 0; // sandbox_report already counted the broken config
+    };
+    let config = loaded.config();
+    let enabled: Vec<_> = config.analyzers.iter().filter(|a| a.enabled).collect();
+    if enabled.is_empty() {
+        return 0;
+    }
+    println!("analyzers");
+    let mut problems = 0;
+    for entry in &enabled {
+        match program_of(entry) {
+            Some(program) => println!("  ok: {}: {}", entry.name, program.display()),
+            None => {
+                print_problem(&Problem::new(
+                    "analyzer.not_found",
+                    format!(
+                        "analyzer `{}`: `{}` is not an executable file in PATH, so every review \
+                         reports it failed",
+                        entry.name, entry.command[0]
+                    ),
+                    "Install it, or give its absolute path as the first element of `command` in its `[[analyzers]]` entry (or set `enabled = false`).",
+                ));
+                problems += 1;
+            }
+        }
+    }
+    let status = Sandbox::current(config.sandbox.mode).status();
+    if status.mode == "unavailable" {
+        print_problem(&Problem::new(
+            "sandbox.unavailable",
+            format!(
+                "the analyzers cannot run: this system cannot confine them ({})",
+                status.missing.unwrap_or_default()
+            ),
+            "Run the gateway on Linux 6.2 or later with Landlock enabled, or accept unconfined commands with `[sandbox] mode = \"unconfined\"`.",
+        ));
+        problems += 1;
+    }
+    problems
 }
 
 fn names(browsers: &[Browser]) -> String {

@@ -120,10 +120,10 @@ impl From<ConfigError> for GatewayError {
                 codes::CONFIG_INVALID,
                 message,
                 "Fix the named key at that line of the config file (README: \"The daemon\" → \
-                 Config, and \"Model providers\"; snake_case keys: port, bind, allowed_origins, \
-                 default_provider, [[mappings]], [[providers]], rules_dirs, [limits], \
-                 event_retention_hours, [tools.run_check], [native_messaging], [sandbox], [mcp], \
-                 [delegation]).",
+                 Config, \"Model providers\" and \"External analyzers\"; snake_case keys: port, \
+                 bind, allowed_origins, default_provider, [[mappings]], [[providers]], \
+                 rules_dirs, [limits], event_retention_hours, [tools.run_check], \
+                 [native_messaging], [sandbox], [mcp], [delegation], [[analyzers]]).",
             ),
             ConfigError::SecretInConfig { .. } => GatewayError::new(
                 codes::CONFIG_INVALID,

@@ -217,6 +217,7 @@ impl SandboxConfig {
 /// command = ["ruff", "check", "--no-cache", "--exit-zero", "--output-format", "sarif", "{files}"]
 /// paths = ["*.py"]                            # which changed files it gets; default: all
 /// # enabled = true                            # default true
+/// # required = false                          # true: its failure fails the review
 /// # timeout_seconds = 300                     # wall clock, 1 to 86400
 /// # cpu_seconds = 600                         # RLIMIT_CPU per process, 1 to 86400
 /// # memory_mb = 4096                          # RLIMIT_AS per process, 16 to 1048576
@@ -249,6 +250,10 @@ pub struct AnalyzerConfig {
     /// Whether reviews run it. Default `true`.
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Whether a review fails (`analyzer.failed`; the command line exits 2) when it fails,
+    /// after reporting every finding. Default `false`: its failure is a warning.
+    #[serde(default)]
+    pub required: bool,
     /// Globs (as `--paths`) choosing the changed files it gets; empty: every reviewed file.
     #[serde(default)]
     pub paths: Vec<String>,

@@ -260,6 +260,11 @@ fn write_summary(out: &mut String, input: &ReportInput, c: &Collected, p: Painte
     if let Some(v) = c.rule_set_version(input.events) {
         writeln!(out, "  rule sets  {}", clean_line(v))?;
     }
+    // The external analyzers (`tool: "analyzer"` calls), each with what it did.
+    for (i, (name, outcome)) in analyzer_lines(input.events).iter().enumerate() {
+        let label = if i == 0 { "  analyzers  " } else { INDENT };
+        writeln!(out, "{label}{}: {}", clean_line(name), clean_line(outcome))?;
+    }
     if let Some(r) = c.revisions {
         writeln!(
             out,
@@ -345,6 +350,42 @@ fn confidence_name(f: &ReviewFinding) -> &'static str {
         Confidence::Medium => "medium",
         Confidence::Low => "low",
     }
+}
+
+/// `(analyzer name, what it did)` of each `tool.started` of tool `analyzer`, in order: the
+/// preview of its `tool.completed` and its duration, or that it failed.
+fn analyzer_lines(events: &[crate::protocol::AgentEvent]) -> Vec<(String, String)> {
+    use crate::protocol::EventPayload;
+    let mut lines = Vec::new();
+    for event in events {
+        let EventPayload::ToolStarted(started) = &event.payload else {
+            continue;
+        };
+        if started.tool != crate::review::analyzers::TOOL_NAME {
+            continue;
+        }
+        let name = started.input["analyzer"].as_str().unwrap_or("?").to_owned();
+        let completed = events.iter().find_map(|e| match &e.payload {
+            EventPayload::ToolCompleted(c) if c.call_id == started.call_id => Some(c),
+            _ => None,
+        });
+        let outcome = match completed {
+            None => "did not finish".to_owned(),
+            Some(c) if c.ok => {
+                let mut text = c.output_preview.clone().unwrap_or_default();
+                if let Some(ms) = c.duration_ms {
+                    text.push_str(&format!(", {:.1} s", ms as f64 / 1000.0));
+                }
+                text
+            }
+            Some(c) => format!(
+                "failed ({}; see its warning)",
+                c.error.as_ref().map_or("?", |e| e.code.as_str())
+            ),
+        };
+        lines.push((name, outcome));
+    }
+    lines
 }
 
 fn source_name(f: &ReviewFinding) -> String {

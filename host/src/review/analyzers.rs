@@ -32,8 +32,10 @@
 //!   rules' findings); an `uri` relative to the checkout or a `file://` URI inside it.
 //! - `source: "analyzer"`, `analyzer`: the entry's `name`, `ruleId`: the SARIF `ruleId`.
 //!   Severity: the entry's `severity`, else the rule's `security-severity` property (CVSS: 9+
-//!   critical, 7+ high, 4+ medium, else low), else the SARIF `level` (`error` high, `warning`
-//!   medium, `note` low, `none` info). Confidence: the entry's, else the rule's `precision`
+//!   critical, 7+ high, 4+ medium, else low), else the SARIF `level`: for a security finding
+//!   `error` high, `warning` medium, `note` low; for another (style, bugs) a step lower —
+//!   `error` medium, `warning` low, `note` info — since many linters say `error` for every
+//!   rule; `none` info. Confidence: the entry's, else the rule's `precision`
 //!   property (`very-high`/`high` high, `medium` medium, `low` low), else medium. Category: the
 //!   entry's, else `security` for a rule tagged `security` or with a CWE or one whose kind of
 //!   problem [`concept_of`] recognises, else `maintainability`.
@@ -42,8 +44,8 @@
 //! - **Deduplicated** against the review's own findings and earlier analyzers' (in config
 //!   order): a result on the same file whose lines overlap a finding's and that reports the
 //!   same kind of problem ([`concept_of`]: the CWE in its tags, else words of its rule id,
-//!   title and message) is dropped with a `finding.duplicate` warning. A result whose kind is
-//!   not recognised is only dropped when an identical one (same fingerprint) was kept.
+//!   title and message), or the same rule id as an earlier analyzer's finding, is dropped with
+//!   a `finding.duplicate` warning.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -131,6 +133,16 @@ impl Analyzers {
     }
 }
 
+/// The program `entry` runs, resolved as a review resolves it (an absolute path, else the first
+/// executable of that name in the gateway's `PATH`); `None` when there is none (the analyzer
+/// would fail with `analyzer.failed`). For `doctor`.
+pub fn program_of(entry: &AnalyzerConfig) -> Option<PathBuf> {
+    crate::tools::run_check::resolve_program(
+        &entry.command[0],
+        &crate::tools::run_check::gateway_path(),
+    )
+}
+
 /// One result of an analyzer, read from its SARIF.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SarifResult {
@@ -177,6 +189,9 @@ pub struct AnalyzerRun {
     /// With `workdir = "worktree"`: the files left out because their work-tree copy is not the
     /// head commit's.
     pub left_out: Vec<String>,
+    /// Results left out of its SARIF for having no place in the repository (no location, a
+    /// path outside it, no line).
+    pub unplaced: usize,
 }
 
 /// The analyzers of a review, running in threads of their own ([`start`]); [`Running::finish`]
@@ -274,6 +289,7 @@ impl Running {
                     duration: Duration::ZERO,
                     truncated: false,
                     left_out: Vec::new(),
+                    unplaced: 0,
                 });
                 (call_id, run)
             })
@@ -298,6 +314,7 @@ struct RunState {
     truncated: bool,
     left_out: Vec<String>,
     files: usize,
+    unplaced: usize,
 }
 
 /// Whether the work-tree file `path` under `root` is a regular file with the content it has at
@@ -331,6 +348,7 @@ impl Work {
             truncated: false,
             left_out: Vec::new(),
             files: 0,
+            unplaced: 0,
         };
         // Every failure names the analyzer and is `analyzer.failed`, whatever failed (the
         // checkout, the sandbox), with that failure's own remediation.
@@ -356,6 +374,7 @@ impl Work {
             outcome,
             truncated: state.truncated,
             left_out: state.left_out,
+            unplaced: state.unplaced,
         }
     }
 
@@ -422,18 +441,17 @@ impl Work {
             return Ok(None);
         }
         let path = crate::tools::run_check::gateway_path();
-        let program = crate::tools::run_check::resolve_program(&self.entry.command[0], &path)
-            .ok_or_else(|| {
-                GatewayError::new(
-                    codes::ANALYZER_FAILED,
-                    format!(
-                        "analyzer `{name}`: `{}` is not an executable file in PATH",
-                        self.entry.command[0]
-                    ),
-                    "Install it, or give its absolute path as the first element of `command` \
+        let program = program_of(&self.entry).ok_or_else(|| {
+            GatewayError::new(
+                codes::ANALYZER_FAILED,
+                format!(
+                    "analyzer `{name}`: `{}` is not an executable file in PATH",
+                    self.entry.command[0]
+                ),
+                "Install it, or give its absolute path as the first element of `command` \
                      in its `[[analyzers]]` entry.",
-                )
-            })?;
+            )
+        })?;
         let mut results = Vec::new();
         let batches: Vec<&[String]> = if with_files {
             files.chunks(MAX_FILES_PER_RUN).collect()
@@ -446,9 +464,10 @@ impl Work {
             }
             let (sarif, stderr) =
                 self.run_once(&root, &program, &path, batch, &mut state.truncated)?;
-            let parsed = parse_sarif(&sarif, &root)
+            let (parsed, unplaced) = parse_sarif(&sarif, &root)
                 .map_err(|why| failed(name, format!("its output is not SARIF: {why}; {stderr}")))?;
             results.extend(parsed);
+            state.unplaced += unplaced;
         }
         // In the work tree, a file that is not the head commit's has other lines.
         results.retain(|r| !state.left_out.contains(&r.path));
@@ -541,13 +560,15 @@ impl Work {
             return Err(failed(name, "the review was cancelled".into()));
         }
         if outcome.timed_out {
-            return Err(failed(
-                name,
+            return Err(GatewayError::new(
+                codes::ANALYZER_FAILED,
                 format!(
-                    "it ran longer than its limit of {} seconds (`timeout_seconds`); {}",
+                    "analyzer `{name}` failed: it ran longer than its limit of {} seconds; {}",
                     self.entry.timeout_seconds,
                     stderr_tail()
                 ),
+                "Raise `timeout_seconds` in its `[[analyzers]]` entry, or give it fewer files \
+                 (`paths`) or checks (its own configuration).",
             ));
         }
         if let Some(signal) = outcome.signal {
@@ -617,9 +638,11 @@ fn exit_text(code: Option<i32>) -> String {
 /// directory the analyzer ran in; canonical). A result without a location in a file, or with
 /// one outside `root`, is left out.
 ///
+/// Also returns how many results were left out that way.
+///
 /// # Errors
 /// Why `bytes` is not a SARIF log: not JSON, or no `runs` array.
-pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<Vec<SarifResult>, String> {
+pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<(Vec<SarifResult>, usize), String> {
     let log: Value = serde_json::from_slice(bytes).map_err(|e| {
         let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
         format!("{e} (it begins `{}`)", head.trim())
@@ -629,6 +652,7 @@ pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<Vec<SarifResult>, String
         .and_then(Value::as_array)
         .ok_or_else(|| "the JSON has no `runs` array".to_owned())?;
     let mut out = Vec::new();
+    let mut unplaced = 0;
     for run in runs {
         let rules: Vec<&Value> = run
             .pointer("/tool/driver/rules")
@@ -659,15 +683,18 @@ pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<Vec<SarifResult>, String
                 .or_else(|| rule.and_then(|r| r.get("id")?.as_str()))
                 .unwrap_or("(none)");
             let Some(location) = result.pointer("/locations/0/physicalLocation") else {
+                unplaced += 1;
                 continue;
             };
             let Some(uri) = location
                 .pointer("/artifactLocation/uri")
                 .and_then(Value::as_str)
             else {
+                unplaced += 1;
                 continue;
             };
             let Some(path) = relative_path(uri, root) else {
+                unplaced += 1;
                 continue;
             };
             let Some(start) = location
@@ -676,6 +703,7 @@ pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<Vec<SarifResult>, String
                 .and_then(|l| u32::try_from(l).ok())
                 .filter(|&l| l >= 1)
             else {
+                unplaced += 1;
                 continue;
             };
             let end = location
@@ -726,7 +754,7 @@ pub fn parse_sarif(bytes: &[u8], root: &Path) -> Result<Vec<SarifResult>, String
             });
         }
     }
-    Ok(out)
+    Ok((out, unplaced))
 }
 
 /// `uri` as a repository-relative path: a `file://` URI inside `root`, or a relative reference
@@ -1079,8 +1107,12 @@ pub(crate) fn findings(
                     && other.start_line <= finding.end_line
                     && finding.start_line <= other.end_line
             };
+            // The same kind of problem, or the same analyzer rule (two entries running one
+            // tool), on overlapping lines.
             let same_problem = kept.iter().find(|(other, other_concept)| {
-                concept.is_some() && *other_concept == concept && overlapping(other)
+                overlapping(other)
+                    && ((concept.is_some() && *other_concept == concept)
+                        || (other.analyzer.is_some() && other.rule_id == finding.rule_id))
             });
             if same_problem.is_some() || seen.contains(&finding.fingerprint) {
                 let by = same_problem.map_or_else(
@@ -1153,16 +1185,21 @@ fn to_finding(
             "maintainability".to_owned()
         }
     });
+    let security = category == "security";
     let severity = entry.severity.unwrap_or(match result.security_severity {
         Some(score) if score >= 9.0 => Severity::Critical,
         Some(score) if score >= 7.0 => Severity::High,
         Some(score) if score >= 4.0 => Severity::Medium,
         Some(score) if score > 0.0 => Severity::Low,
-        _ => match result.level.as_str() {
-            "error" => Severity::High,
-            "note" => Severity::Low,
-            "none" => Severity::Info,
-            _ => Severity::Medium,
+        // Many linters say `error` for every rule, style included: a step lower outside
+        // security.
+        _ => match (result.level.as_str(), security) {
+            ("error", true) => Severity::High,
+            ("error", false) | ("warning", true) => Severity::Medium,
+            ("note", true) => Severity::Low,
+            ("none", _) | ("note", false) => Severity::Info,
+            (_, true) => Severity::Medium,
+            (_, false) => Severity::Low,
         },
     });
     let confidence = entry.confidence.unwrap_or_else(|| {
@@ -1239,6 +1276,11 @@ fn to_finding(
     Candidate { finding, concept }
 }
 
+/// `n` and the noun for it.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `text` cut to at most `max` characters, ending in `…` when cut.
 fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
@@ -1259,16 +1301,27 @@ pub(crate) fn completed(
     let duration_ms = Some(u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX));
     match &run.outcome {
         Ok(results) => {
+            let unplaced = match run.unplaced {
+                0 => String::new(),
+                n => format!(
+                    "; {n} more left out, without a place in the repository (no location, a \
+                     path outside it or no line)"
+                ),
+            };
             let preview = match results {
+                None if !run.left_out.is_empty() => {
+                    "not run: every file for it differs in the work tree from the head commit"
+                        .to_owned()
+                }
                 None => "not run: no reviewed file matches its `paths`".to_owned(),
                 Some(results) if run.files > 0 => format!(
-                    "{} results on {} changed files (those on added lines become findings)",
-                    results.len(),
-                    run.files
+                    "{} on {} (those on added lines become findings){unplaced}",
+                    count(results.len(), "result", "results"),
+                    count(run.files, "changed file", "changed files"),
                 ),
                 Some(results) => format!(
-                    "{} results (those on added lines of reviewed files become findings)",
-                    results.len()
+                    "{} (those on added lines of reviewed files become findings){unplaced}",
+                    count(results.len(), "result", "results"),
                 ),
             };
             (
@@ -1401,9 +1454,10 @@ mod tests {
                 ]
             }]
         });
-        let results =
+        let (results, unplaced) =
             parse_sarif(log.to_string().as_bytes(), Path::new("/r")).expect("SARIF parses");
         assert_eq!(results.len(), 2, "{results:?}");
+        assert_eq!(unplaced, 2);
         assert_eq!(results[0].rule_id, "r1");
         assert_eq!(results[0].path, "a.py");
         assert_eq!((results[0].start_line, results[0].end_line), (3, 4));
@@ -1422,7 +1476,7 @@ mod tests {
         let root = Path::new("/r");
         assert!(parse_sarif(b"Traceback (most recent call last):", root).is_err());
         assert!(parse_sarif(b"{\"version\": \"2.1.0\"}", root).is_err());
-        assert_eq!(parse_sarif(b"{\"runs\": []}", root), Ok(Vec::new()));
+        assert_eq!(parse_sarif(b"{\"runs\": []}", root), Ok((Vec::new(), 0)));
     }
 
     #[test]

@@ -28,8 +28,9 @@ const LINE_ONLY_OPENERS: &[&str] = &["*", ";", "%"];
 /// - the marker is the first thing in the comment's text (after the opener, repeated opener
 ///   characters as in `///` or `//!`, and spaces), so prose that mentions a directive is not
 ///   one;
-/// - each id looks like a rule id: lower-case letters, digits, `.`, `_`, `-` (optionally
-///   qualified as `<ruleSetId>/<ruleId>`), followed by the end, a space, `,`, `*/` or `-->`.
+/// - each id looks like a rule id: letters, digits, `.`, `_`, `-` (optionally qualified as
+///   `<ruleSetId>/<ruleId>`, or `<analyzer>/<ruleId>` for an external analyzer's rule such as
+///   `ruff/S324`), followed by the end, a space, `,`, `*/` or `-->`.
 ///
 /// Ids may be written bare (`secrets.aws-access-key-id`) or qualified with the rule-set id
 /// (`security-default/secrets.aws-access-key-id`); `rule_id` may be either too, and they are
@@ -178,14 +179,13 @@ fn directive_ids(rest: &str) -> impl Iterator<Item = &str> {
     ids.into_iter()
 }
 
-/// A rule id (`[a-z0-9][a-z0-9._-]*`, as rule files require), optionally `<setId>/<ruleId>`.
+/// A rule id (`[A-Za-z0-9][A-Za-z0-9._-]*`: rule files' lower-case ids, and analyzers' such as
+/// ruff's `S324`), optionally `<setId>/<ruleId>` (or `<analyzer>/<ruleId>`).
 fn looks_like_rule_id(id: &str) -> bool {
     let part = |p: &str| {
-        p.bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        p.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
             && p.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     };
     match id.split_once('/') {
         Some((set, rule)) => part(set) && part(rule),
@@ -305,6 +305,39 @@ mod tests {
     }
 
     #[test]
+    fn analyzer_rule_ids_in_upper_case() {
+        // ruff's, bandit's: upper-case, bare or named by the analyzer.
+        check(
+            "S324",
+            "h = md5(x)  # review-agent: ignore S324",
+            None,
+            true,
+        );
+        check(
+            "S324",
+            "h = md5(x)  # review-agent: ignore ruff/S324",
+            None,
+            true,
+        );
+        check(
+            "S324",
+            "h = md5(x)",
+            Some("# review-agent: ignore B303, S324"),
+            true,
+        );
+        check(
+            "S324",
+            "h = md5(x)  # review-agent: ignore s324",
+            None,
+            false,
+        );
+        assert_eq!(
+            super::ignored_rule_ids("x  // review-agent: ignore ruff/F841 unused on purpose"),
+            ["F841"]
+        );
+    }
+
+    #[test]
     fn needs_a_comment_and_the_exact_syntax() {
         check("a.b", "s = 'review-agent: ignore a.b'", None, false);
         check("a.b", "x # review-agent: ignored a.b", None, false);
@@ -328,7 +361,7 @@ mod tests {
             "         g = eval(expr_g)  # review-agent: ignore python.eval-dynamic-extra\\n\\",
             "    check(\"a.b\", \"SELECT 1; -- review-agent: ignore a.b\", None, true);",
             "x = 1  # review-agent: ignore <ruleId>",
-            "x = 1  # review-agent: ignore Python.Eval",
+            "x = 1  # review-agent: ignore [S324]",
         ] {
             assert!(
                 super::ignored_rule_ids(line).is_empty(),

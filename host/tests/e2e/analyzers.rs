@@ -612,3 +612,90 @@ fn in_the_work_tree_only_files_as_at_the_head_commit() {
         run.describe()
     );
 }
+
+/// `# review-agent: ignore S324` (an analyzer's upper-case id) suppresses its finding, without
+/// a `rules.unknown_ignore_id` warning; an id neither a rule nor an analyzer knows still warns.
+#[test]
+fn an_ignore_comment_names_an_analyzer_rule() {
+    let (mut repo, _) = TestRepo::with_commit(&[("app.py", BASE)]);
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write(
+        "app.py",
+        HEAD.replace(
+            "    return hashlib.sha1(data).hexdigest()",
+            "    return hashlib.sha1(data).hexdigest()  # review-agent: ignore ruff/S324\n    \
+             x = 1  # review-agent: ignore S999",
+        ),
+    );
+    repo.commit("head");
+    let config = config(&repo, &ruff_entry(""));
+    let run = repo.review(&[
+        "--base",
+        "main",
+        "--head",
+        "feature",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--config",
+        &config,
+    ]);
+    run.assert_code(0);
+    assert!(
+        run.findings()
+            .iter()
+            .all(|f| f.rule_id.as_deref() != Some("S324")),
+        "{}",
+        run.describe()
+    );
+    let unknown: Vec<String> = warnings(&run)
+        .into_iter()
+        .filter(|w| w.code == "rules.unknown_ignore_id")
+        .map(|w| w.message)
+        .collect();
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert!(unknown[0].contains("S999"), "{unknown:?}");
+}
+
+/// Two entries running the same tool report a rule once; a `required` analyzer that fails
+/// fails the review after its findings are out (exit 2).
+#[test]
+fn one_report_per_rule_and_required_analyzers() {
+    let repo = repo();
+    let config_text = format!(
+        "{}\n{}\n[[analyzers]]\nname = \"gone\"\ncommand = [\"no-such-analyzer\", \"{{files}}\"]\n\
+         required = true\n",
+        ruff_entry(""),
+        ruff_entry("").replace("name = \"ruff\"", "name = \"ruff-again\"")
+    );
+    let config = config(&repo, &config_text);
+    let run = repo.review(&[
+        "--base",
+        "main",
+        "--head",
+        "feature",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--config",
+        &config,
+    ]);
+    run.assert_code(2);
+    let s324: Vec<_> = run
+        .findings()
+        .into_iter()
+        .filter(|f| f.rule_id.as_deref() == Some("S324"))
+        .collect();
+    assert_eq!(s324.len(), 1, "{}", run.describe());
+    assert_eq!(s324[0].analyzer.as_deref(), Some("ruff"));
+    let last = run.events().pop().expect("events");
+    match last.payload {
+        EventPayload::RunFailed(failed) => {
+            assert_eq!(failed.error.code, "analyzer.failed");
+            assert!(failed.error.message.contains("`gone`"), "{failed:?}");
+        }
+        other => panic!("the run ended with {other:?}\n{}", run.describe()),
+    }
+}
