@@ -406,22 +406,8 @@ impl AnalyzerConfig {
             ("cpu_seconds", self.cpu_seconds, 1, 86_400),
             ("memory_mb", self.memory_mb, 16, 1 << 20),
         ];
-        for (name, value, min, max) in ranges {
-            if !(min..=max).contains(&value) {
-                return Err((
-                    vec![key(name)],
-                    format!("{value} is out of range: give {min} to {max}"),
-                ));
-            }
-        }
-        for (i, name) in self.env_passthrough.iter().enumerate() {
-            if !is_env_name(name) {
-                return Err((
-                    vec![key("env_passthrough"), Seg::Index(i)],
-                    format!("`{name}` is not an environment variable name"),
-                ));
-            }
-        }
+        check_ranges(&ranges)?;
+        check_env_names(&self.env_passthrough)?;
         for (i, path) in self.read.iter().enumerate() {
             if !path.is_absolute() {
                 return Err((
@@ -450,6 +436,32 @@ impl AnalyzerConfig {
         }
         Ok(())
     }
+}
+
+/// Check `(key, value, min, max)` limits: the first value out of its range, by key.
+fn check_ranges(ranges: &[(&str, u64, u64, u64)]) -> Result<(), (Vec<Seg>, String)> {
+    for &(name, value, min, max) in ranges {
+        if !(min..=max).contains(&value) {
+            return Err((
+                vec![key(name)],
+                format!("{value} is out of range: give {min} to {max}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check an `env_passthrough` list: the first entry that is not a variable name, by index.
+fn check_env_names(names: &[String]) -> Result<(), (Vec<Seg>, String)> {
+    for (i, name) in names.iter().enumerate() {
+        if !is_env_name(name) {
+            return Err((
+                vec![key("env_passthrough"), Seg::Index(i)],
+                format!("`{name}` is not an environment variable name"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `name` is an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
@@ -808,22 +820,8 @@ impl RunCheckConfig {
             ("memory_mb", self.memory_mb, 16, 1 << 20),
             ("max_output_bytes", self.max_output_bytes, 1, 64 << 20),
         ];
-        for (name, value, min, max) in ranges {
-            if !(min..=max).contains(&value) {
-                return Err((
-                    vec![key(name)],
-                    format!("{value} is out of range: give {min} to {max}"),
-                ));
-            }
-        }
-        for (i, name) in self.env_passthrough.iter().enumerate() {
-            if !is_env_name(name) {
-                return Err((
-                    vec![key("env_passthrough"), Seg::Index(i)],
-                    format!("`{name}` is not an environment variable name"),
-                ));
-            }
-        }
+        check_ranges(&ranges)?;
+        check_env_names(&self.env_passthrough)?;
         for (i, command) in self.commands.iter().enumerate() {
             crate::tools::run_check::check_pattern(&command.argv)
                 .map_err(|e| (vec![key("commands"), Seg::Index(i), key("argv")], e))?;

@@ -36,6 +36,22 @@ fn config(repo: &TestRepo, config: &str) -> String {
     path.display().to_string()
 }
 
+/// `review --base main --head feature --format json --fail-on never --config <config>`.
+fn review_json(repo: &TestRepo, config: &str) -> Run {
+    repo.review(&[
+        "--base",
+        "main",
+        "--head",
+        "feature",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--config",
+        config,
+    ])
+}
+
 fn warnings(run: &Run) -> Vec<Warning> {
     run.events()
         .into_iter()
@@ -93,18 +109,7 @@ fn ruff_entry(extra: &str) -> String {
 fn ruff_results_on_added_lines_become_findings_deduplicated_with_the_rules() {
     let repo = repo();
     let config = config(&repo, &ruff_entry(""));
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     let findings = run.findings();
     let from_ruff: Vec<_> = findings
@@ -153,18 +158,7 @@ fn ruff_results_on_added_lines_become_findings_deduplicated_with_the_rules() {
     assert!(completed.expect("tool.completed").ok);
 
     // The same review twice gives the same fingerprints (stable across runs).
-    let again = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let again = review_json(&repo, &config);
     let fingerprints = |run: &Run| {
         let mut f: Vec<String> = run.findings().into_iter().map(|f| f.fingerprint).collect();
         f.sort();
@@ -207,18 +201,7 @@ fn sarif_file_output_severity_override_and_reports_name_the_analyzer() {
         quoted(&ruff())
     );
     let config = config(&repo, &entry);
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     let found: Vec<_> = run
         .findings()
@@ -296,18 +279,7 @@ fn an_analyzer_without_files_for_it_does_not_run() {
         "[[analyzers]]\nname = \"js-only\"\ncommand = [\"/bin/false\", \"{files}\"]\n\
          paths = [\"*.js\"]\n",
     );
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     assert!(
         warnings(&run).iter().all(|w| w.code != "analyzer.failed"),
@@ -355,18 +327,7 @@ fn failures_are_warnings_and_the_review_completes() {
     }
     let config = config(&repo, &text);
     let started = std::time::Instant::now();
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     // They ran side by side: the timeout bounds the whole stage (not a timed assertion of
     // speed: 30 s would mean the timeout did not work).
@@ -461,18 +422,7 @@ fn a_hostile_sarif_log_and_a_read_only_checkout() {
         "[[analyzers]]\nname = \"hostile\"\ncommand = [\"sh\", \"-c\", \"if echo x > probe \
          2>/dev/null; then cat wrote.sarif; else cat denied.sarif; fi\"]\n",
     );
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     let kept: Vec<_> = run
         .findings()
@@ -542,18 +492,7 @@ fn bad_entries_are_config_errors_naming_the_key() {
         &repo,
         "[[analyzers]]\nname = \"off\"\ncommand = [\"/bin/false\"]\nenabled = false\n",
     );
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &disabled,
-    ]);
+    let run = review_json(&repo, &disabled);
     run.assert_code(0);
     assert!(
         run.events()
@@ -629,18 +568,7 @@ fn an_ignore_comment_names_an_analyzer_rule() {
     );
     repo.commit("head");
     let config = config(&repo, &ruff_entry(""));
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     assert!(
         run.findings()
@@ -670,18 +598,7 @@ fn one_report_per_rule_and_required_analyzers() {
         ruff_entry("").replace("name = \"ruff\"", "name = \"ruff-again\"")
     );
     let config = config(&repo, &config_text);
-    let run = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ]);
+    let run = review_json(&repo, &config);
     run.assert_code(2);
     let s324: Vec<_> = run
         .findings()
