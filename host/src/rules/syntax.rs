@@ -185,15 +185,6 @@ pub struct FlowConditions {
 }
 
 impl FlowConditions {
-    /// Every metavariable named, without a leading `$`.
-    pub(super) fn variables(&self) -> impl Iterator<Item = &str> {
-        self.dynamic
-            .iter()
-            .chain(&self.not_constant)
-            .chain(&self.input)
-            .map(|v| v.trim_start_matches('$'))
-    }
-
     fn is_empty(&self) -> bool {
         self.dynamic.is_empty() && self.not_constant.is_empty() && self.input.is_empty()
     }
@@ -203,6 +194,8 @@ impl FlowConditions {
 /// the rule compiled per grammar.
 pub(super) struct SyntaxRule {
     core: SerializableRuleCore,
+    /// `core` as JSON, to tell identical rules apart from different ones ([`Self::same_as`]).
+    core_json: serde_json::Value,
     flow: FlowConditions,
     /// Words one of which a file's text must contain for the rule to match anything in it
     /// ([`anchors`]); `None` when the rule has no such words (a `kind` or `regex` rule).
@@ -219,6 +212,41 @@ impl std::fmt::Debug for SyntaxRule {
             .field("grammars", &self.grammars)
             .field("flow", &self.flow)
             .finish_non_exhaustive()
+    }
+}
+
+/// Why a syntax rule does not compile ([`SyntaxRule::compile`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CompileError {
+    /// The `ast` table does not compile for one of the rule's grammars: the key at fault
+    /// (`ast.rule`, `ast.constraints`, ...) and why, in the rule file's words.
+    Ast {
+        /// Where in the rule, e.g. `ast.rule`.
+        key: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// `flow.<condition>[index]` names a metavariable the `ast` rule does not bind.
+    UnboundFlow {
+        /// `dynamic`, `not_constant` or `input`.
+        condition: &'static str,
+        /// 0-based index in that list.
+        index: usize,
+        /// What is wrong (names the variable and the ones the rule binds).
+        message: String,
+    },
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileError::Ast { key, message } => write!(f, "`{key}`: {message}"),
+            CompileError::UnboundFlow {
+                condition,
+                index,
+                message,
+            } => write!(f, "`flow.{condition}[{index}]` {message}"),
+        }
     }
 }
 
@@ -265,11 +293,11 @@ impl SyntaxRule {
         let mut grammars: Vec<SupportLang> =
             languages.iter().flat_map(|l| grammars_for(*l)).collect();
         grammars.dedup();
-        let anchors = serde_json::to_value(&core)
-            .ok()
-            .and_then(|core| core_anchors(&core));
+        let core_json = serde_json::to_value(&core).unwrap_or_default();
+        let anchors = core_anchors(&core_json);
         SyntaxRule {
             core,
+            core_json,
             flow,
             anchors,
             grammars,
@@ -281,29 +309,46 @@ impl SyntaxRule {
     /// metavariables the rule defines.
     ///
     /// # Errors
-    /// The grammar and ast-grep's message (a pattern that does not parse, an unknown kind, an
-    /// undefined metavariable, ...), as text.
-    pub(super) fn compile(&self) -> Result<HashMap<SupportLang, RuleCore>, String> {
+    /// [`CompileError::Ast`] with ast-grep's error retold ([`super::ast_check::explain`]: an
+    /// unknown kind, a pattern that is not one node, an undefined metavariable, ...);
+    /// [`CompileError::UnboundFlow`] for a `flow` entry the rule does not bind.
+    pub(super) fn compile(&self) -> Result<HashMap<SupportLang, RuleCore>, CompileError> {
         let mut out = HashMap::new();
         for &grammar in &self.grammars {
             let core = self
                 .core
                 .get_matcher(DeserializeEnv::new(grammar))
-                .map_err(|e| format!("invalid `ast` rule for {grammar}: {}", error_chain(&e)))?;
+                .map_err(|e| {
+                    let (key, message) = super::ast_check::explain(grammar, &e);
+                    CompileError::Ast { key, message }
+                })?;
             let defined = core.defined_vars();
-            for var in self.flow.variables() {
-                if !defined.contains(var) {
+            let conditions = [
+                ("dynamic", &self.flow.dynamic),
+                ("not_constant", &self.flow.not_constant),
+                ("input", &self.flow.input),
+            ];
+            for (condition, vars) in conditions {
+                for (index, var) in vars.iter().enumerate() {
+                    let var = var.trim_start_matches('$');
+                    if defined.contains(var) {
+                        continue;
+                    }
                     let mut known: Vec<String> = defined.iter().map(|v| format!("${v}")).collect();
                     known.sort();
-                    return Err(format!(
-                        "`flow` names `${var}`, which the `ast` rule does not bind (it binds: \
-                         {}; names are case-sensitive)",
-                        if known.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            known.join(", ")
-                        }
-                    ));
+                    return Err(CompileError::UnboundFlow {
+                        condition,
+                        index,
+                        message: format!(
+                            "names `${var}`, which the `ast` rule does not bind (it binds: {}; \
+                             names are case-sensitive)",
+                            if known.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    });
                 }
             }
             out.insert(grammar, core);
@@ -312,7 +357,10 @@ impl SyntaxRule {
     }
 
     /// Compiles now (rule files), so later use cannot fail.
-    pub(super) fn compile_now(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// As [`SyntaxRule::compile`].
+    pub(super) fn compile_now(&self) -> Result<(), CompileError> {
         let compiled = self.compile()?;
         let _ = self.compiled.set(compiled);
         Ok(())
@@ -333,6 +381,15 @@ impl SyntaxRule {
         self.anchors
             .as_ref()
             .is_none_or(|words| words.iter().any(|w| lower_text.contains(w.as_str())))
+    }
+
+    /// Whether `other` matches exactly what this rule matches: the same `ast` table (keys in
+    /// any order), `flow` conditions and grammars.
+    pub(super) fn same_as(&self, other: &SyntaxRule) -> bool {
+        self.grammars == other.grammars
+            && self.flow == other.flow
+            && self.anchors == other.anchors
+            && self.core_json == other.core_json
     }
 
     /// Whether the rule is compiled for `grammar`.
@@ -435,19 +492,6 @@ impl SyntaxTree {
     pub fn grammar(&self) -> SupportLang {
         self.grammar
     }
-}
-
-/// An error and its sources, joined: ast-grep's top-level messages ("`rule` is not
-/// configured correctly.") say where, their sources say what.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string().trim_end_matches('.').to_owned();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(e.to_string().trim_end_matches('.'));
-        source = e.source();
-    }
-    text
 }
 
 #[cfg(test)]
