@@ -1067,3 +1067,33 @@ ast.rule.any = [
         ["python.sql-injection"]
     );
 }
+
+/// A file is skipped for a syntax rule only when it lacks a word every match needs: a
+/// constraint on a metavariable that only some alternatives of an `any` bind is no such word
+/// (java.weak-hash-algorithm's `$MD` constrains `$MD.getInstance`, not `DigestUtils.md5Hex`).
+#[test]
+fn a_constraint_of_one_alternative_does_not_skip_files_for_the_others() {
+    let catalog = Catalog::builtin();
+    let selection = catalog.select(None).expect("select");
+    let found = |path: &str, code: &str| -> Vec<String> {
+        selection
+            .syntax_matches(path, code)
+            .into_iter()
+            .map(|(rule, m)| format!("{}:{}", rule.id(), m.start_line))
+            .collect()
+    };
+    assert_eq!(
+        found(
+            "src/A.java",
+            "class A {\n  String f(String password) {\n    return DigestUtils.md5Hex(password);\n  }\n}\n"
+        ),
+        ["java.weak-hash-algorithm:3"]
+    );
+    assert_eq!(
+        found(
+            "src/A.kt",
+            "fun f(host: String) {\n    Runtime.getRuntime().exec(\"ping -c 1 \" + host)\n}\n"
+        ),
+        ["kotlin.command-injection:2"]
+    );
+}

@@ -131,16 +131,74 @@ fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
         .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
 }
 
-/// [`anchors`] of a whole `ast` table (as JSON): its rule's, or a constraint's (a constraint
-/// on a metavariable of the pattern must hold for every match).
+/// [`anchors`] of a whole `ast` table (as JSON): its rule's, or a constraint's on a
+/// metavariable every match binds ([`always_bound`]; ast-grep checks a constraint only when
+/// its variable is bound, so one bound in a single branch of an `any` says nothing about the
+/// other branches' matches).
 fn core_anchors(core: &serde_json::Value) -> Option<Vec<String>> {
     let mut candidates: Vec<Vec<String>> = core.get("rule").and_then(anchors).into_iter().collect();
+    let bound = core.get("rule").map(always_bound).unwrap_or_default();
     if let Some(constraints) = core.get("constraints").and_then(|c| c.as_object()) {
-        candidates.extend(constraints.values().filter_map(anchors));
+        candidates.extend(
+            constraints
+                .iter()
+                .filter(|(var, _)| bound.contains(var.as_str()))
+                .filter_map(|(_, rule)| anchors(rule)),
+        );
     }
     candidates
         .into_iter()
         .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
+}
+
+/// Metavariables (names without `$`) that every match of the ast-grep `rule` (as JSON) binds:
+/// a pattern's single metavariables (not `$_`, not `$$$`), those of every part of an `all`
+/// and of the node's relational sub-rules, and those every branch of an `any` binds. `not`,
+/// `matches` and contextual patterns bind none that count here.
+fn always_bound(rule: &serde_json::Value) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    let Some(object) = rule.as_object() else {
+        return out;
+    };
+    if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str()) {
+        let bytes = pattern.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'$' {
+                let dollars = bytes[i..].iter().take_while(|b| **b == b'$').count();
+                let start = i + dollars;
+                let end = start
+                    + bytes[start..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || **b == b'_')
+                        .count();
+                let name = &pattern[start..end];
+                if dollars == 1 && !name.is_empty() && name != "_" && !name.starts_with('_') {
+                    out.insert(name.to_owned());
+                }
+                i = end.max(i + 1);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    for key in ["has", "inside", "follows", "precedes"] {
+        if let Some(sub) = object.get(key) {
+            out.extend(always_bound(sub));
+        }
+    }
+    if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
+        for sub in all {
+            out.extend(always_bound(sub));
+        }
+    }
+    if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
+        let mut branches = any.iter().map(always_bound);
+        if let Some(first) = branches.next() {
+            out.extend(branches.fold(first, |acc, b| acc.intersection(&b).cloned().collect()));
+        }
+    }
+    out
 }
 
 /// The longest identifier-like word of an ast-grep pattern that is not part of a
