@@ -255,6 +255,7 @@ fn builtin_covers_the_required_checks() {
         ("kotlin.sql-injection", &["A.kt"]),
         ("kotlin.weak-password-hash", &["A.kt"]),
         ("kotlin.insecure-random", &["A.kt"]),
+        ("kotlin.tls-trust-all", &["A.kt"]),
         ("csharp.sql-injection", &["A.cs"]),
         ("csharp.command-injection", &["A.cs"]),
         ("csharp.weak-password-hash", &["A.cs"]),

@@ -1097,3 +1097,34 @@ fn a_constraint_of_one_alternative_does_not_skip_files_for_the_others() {
         ["kotlin.command-injection:2"]
     );
 }
+
+/// ast-grep's own refusals, retold in the rule file's words: the key of `ast` at fault, what
+/// is wrong, what to do; none of ast-grep's wording ("Rule contains invalid ...").
+#[test]
+fn ast_grep_errors_are_retold_with_a_remediation() {
+    let cases = [
+        (
+            "ast.rule.regex = '('\n",
+            "`rules[0].ast.rule`: a `regex` is not a valid regular expression",
+        ),
+        (
+            "ast.rule.matches = 'nope'\n",
+            "`rules[0].ast.rule`: Rule `nope` is not defined (`matches` names a rule of `ast.utils`)",
+        ),
+        (
+            "ast.rule.pattern = 'eval($X)'\nast.constraints.Y = { regex = 'a' }\n",
+            "uses `$Y`, which no pattern of `ast.rule` binds",
+        ),
+    ];
+    for (ast, needle) in cases {
+        let err = check_error(
+            &ast_rule_file(&format!("languages = [\"python\"]\n{ast}")),
+            12,
+            needle,
+        );
+        assert!(
+            !err.to_string().contains("Rule contains"),
+            "ast-grep's wording leaked: {err}"
+        );
+    }
+}
