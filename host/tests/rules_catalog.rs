@@ -1045,6 +1045,13 @@ ast.rule.any = [
         review_agent_gateway::rules::DuplicateRule::CODE,
         "rules.duplicate_rule"
     );
+    assert!(
+        duplicates[0]
+            .remediation()
+            .contains("give your rule file `id = \"security-default\"`"),
+        "{}",
+        duplicates[0].remediation()
+    );
     // Another `flow` is another rule: both report.
     let mut catalog = Catalog::builtin();
     catalog
@@ -1127,4 +1134,48 @@ fn ast_grep_errors_are_retold_with_a_remediation() {
             "ast-grep's wording leaked: {err}"
         );
     }
+}
+
+/// Line rules too: two rules of one file with the same `pattern`, `not`, languages and paths
+/// report once, under the first; a different `not` makes them different rules.
+#[test]
+fn identical_line_rules_report_once_under_the_first() {
+    let rule = |id: &str, not: &str| {
+        format!(
+            "[[rules]]\nid = \"{id}\"\ntitle = \"t\"\ncategory = \"c\"\nseverity = \"low\"\n\
+             confidence = \"low\"\nlanguages = [\"python\"]\npattern = 'print\\('\n{not}\
+             message = \"m\"\n"
+        )
+    };
+    let text = format!(
+        "id = \"team\"\nversion = \"1\"\n{}{}{}",
+        rule("team.a", ""),
+        rule("team.b", ""),
+        rule("team.c", "not = 'debug'\n")
+    );
+    let mut catalog = Catalog::new();
+    catalog.add_source("team.toml", &text).expect("loads");
+    let selection = catalog.select(None).expect("select");
+    let hits: Vec<String> = selection
+        .matching_rules("a.py", "print(x)")
+        .map(|(r, _)| r.id().to_owned())
+        .collect();
+    assert_eq!(hits, ["team.a", "team.c"]);
+    let per_file: Vec<String> = selection
+        .file_matcher("a.py")
+        .matches("print(x)")
+        .map(|(r, _)| r.id().to_owned())
+        .collect();
+    assert_eq!(per_file, hits, "both entry points agree");
+    let duplicates = selection.duplicates();
+    assert_eq!(duplicates.len(), 1, "{duplicates:?}");
+    assert_eq!(
+        (duplicates[0].kept.as_str(), duplicates[0].dropped.as_str()),
+        ("team.a", "team.b")
+    );
+    assert!(
+        duplicates[0]
+            .remediation()
+            .contains("Delete one of the two rules")
+    );
 }

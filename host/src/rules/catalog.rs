@@ -465,6 +465,8 @@ pub struct DuplicateRule {
     pub dropped: String,
     /// Where `dropped` is defined: `<public origin>:<line>`.
     pub dropped_at: String,
+    /// The rule set `dropped` belongs to.
+    pub dropped_set: String,
 }
 
 impl DuplicateRule {
@@ -482,11 +484,10 @@ impl DuplicateRule {
     /// What to do about it.
     pub fn remediation(&self) -> String {
         format!(
-            "Delete one of the two rules, or change what one of them matches; to replace a \
-             whole rule set instead, give your rule file the same rule-set `id` (`{}` and `{}` \
-             are then one set)",
-            self.kept_at.split(':').next().unwrap_or_default(),
-            self.dropped_at.split(':').next().unwrap_or_default()
+            "Delete one of the two rules, or change what one of them matches. To replace the \
+             whole rule set `{}` instead, give your rule file `id = \"{}\"` (a later file with \
+             a set's id replaces it whole: it then holds only your file's rules).",
+            self.dropped_set, self.dropped_set
         )
     }
 }
@@ -538,6 +539,7 @@ fn find_duplicates(
                     kept_at: at(rules[kept]),
                     dropped: rules[dropped].id().to_owned(),
                     dropped_at: at(rules[dropped]),
+                    dropped_set: rules[dropped].rule_set_id().to_owned(),
                 });
             }
         }
