@@ -1179,3 +1179,18 @@ fn identical_line_rules_report_once_under_the_first() {
             .contains("Delete one of the two rules")
     );
 }
+
+/// An unknown kind is reported at its own line, with the grammar's closest kind.
+#[test]
+fn a_mistyped_kind_is_reported_at_its_line_with_a_suggestion() {
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.any = [\n  { pattern = 'eval($X)' },\n  \
+             { kind = 'fucntion_definition' },\n]\n",
+        ),
+        14,
+        "`fucntion_definition` is not a node kind of the python grammar (kinds are tree-sitter \
+         names such as `call_expression`, spelled as the grammar does); did you mean \
+         `function_definition`?",
+    );
+}

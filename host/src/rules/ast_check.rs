@@ -178,10 +178,19 @@ fn has_error(node: &PatternNode) -> bool {
     }
 }
 
-/// ast-grep's error for an `ast` table that does not compile for `grammar`, retold: the key
-/// at fault (`ast.rule`, `ast.constraints`, `ast.utils`, `ast.transform`) and what is wrong
-/// in this README's words, with what to do.
-pub(super) fn explain(grammar: SupportLang, error: &RuleCoreError) -> (&'static str, String) {
+/// ast-grep's error for an `ast` table that does not compile for `grammar`, retold.
+pub(super) struct Explained {
+    /// The key at fault: `ast.rule`, `ast.constraints`, `ast.utils`, `ast.transform` or `ast`.
+    pub(super) key: &'static str,
+    /// What is wrong in the rules README's words, with what to do.
+    pub(super) message: String,
+    /// The value at fault as written (an unknown kind), to point the error at its line.
+    pub(super) culprit: Option<String>,
+}
+
+/// Retells ast-grep's error for an `ast` table that does not compile for `grammar`
+/// ([`Explained`]).
+pub(super) fn explain(grammar: SupportLang, error: &RuleCoreError) -> Explained {
     let name = grammar_name(grammar);
     let key = match error {
         RuleCoreError::Rule(_) => "ast.rule",
@@ -195,22 +204,28 @@ pub(super) fn explain(grammar: SupportLang, error: &RuleCoreError) -> (&'static 
                 "utils" => "ast.utils",
                 _ => "ast",
             };
-            return (
+            return Explained {
                 key,
-                format!(
+                message: format!(
                     "uses `${var}`, which no pattern of `ast.rule` binds; bind it in a pattern \
                      of the rule or remove it (names are case-sensitive)"
                 ),
-            );
+                culprit: None,
+            };
         }
         RuleCoreError::Yaml(_) => "ast",
     };
     // The innermost error we know says what; ast-grep's outer ones only say where.
     let mut source: Option<&dyn Error> = Some(error);
     let mut what = None;
+    let mut culprit = None;
     while let Some(e) = source {
         if let Some(text) = known(e, grammar, &name) {
             what = Some(text);
+        }
+        if let Some(KindMatcherError::InvalidKindName(kind)) = e.downcast_ref::<KindMatcherError>()
+        {
+            culprit = Some(kind.clone());
         }
         source = e.source();
     }
@@ -222,15 +237,61 @@ pub(super) fn explain(grammar: SupportLang, error: &RuleCoreError) -> (&'static 
         )
     });
     // ast-grep's messages quote the pattern as parsed, metavariables renamed.
-    (key, what.replace(grammar.expando_char(), "$"))
+    Explained {
+        key,
+        message: what.replace(grammar.expando_char(), "$"),
+        culprit,
+    }
+}
+
+/// The named node kind of `grammar` closest to `kind` by edit distance, when it is close
+/// enough to be a typo (at most a third of its length, and at least 1, apart).
+fn closest_kind(grammar: SupportLang, kind: &str) -> Option<String> {
+    let language = grammar.get_ts_language();
+    let mut best: Option<(usize, &str)> = None;
+    for id in 0..language.node_kind_count() {
+        let Ok(id) = u16::try_from(id) else {
+            break;
+        };
+        if !language.node_kind_is_named(id) || !language.node_kind_is_visible(id) {
+            continue;
+        }
+        let Some(name) = language.node_kind_for_id(id) else {
+            continue;
+        };
+        let distance = edit_distance(kind, name);
+        if best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, name));
+        }
+    }
+    let (distance, name) = best?;
+    (distance > 0 && distance <= (kind.len() / 3).max(1)).then(|| name.to_owned())
+}
+
+/// Levenshtein distance between two short ASCII-ish strings (node kinds), by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// Our words for one ast-grep error we know, or `None`.
 fn known(e: &(dyn Error + 'static), grammar: SupportLang, name: &str) -> Option<String> {
     if let Some(KindMatcherError::InvalidKindName(kind)) = e.downcast_ref::<KindMatcherError>() {
+        let hint = closest_kind(grammar, kind)
+            .map(|k| format!("did you mean `{k}`? "))
+            .unwrap_or_default();
         return Some(format!(
             "`{kind}` is not a node kind of the {name} grammar (kinds are tree-sitter names such \
-             as `call_expression`, spelled as the grammar does); {}",
+             as `call_expression`, spelled as the grammar does); {hint}{}",
             how_to_list_kinds(grammar)
         ));
     }
@@ -365,5 +426,19 @@ mod tests {
             let rule = format!("rule.pattern = '{pattern}'");
             assert_eq!(check(grammar, &rule), Ok(()), "{grammar}: {pattern}");
         }
+    }
+
+    #[test]
+    fn a_mistyped_kind_gets_the_closest_one() {
+        assert_eq!(
+            closest_kind(SupportLang::Python, "fucntion_definition").as_deref(),
+            Some("function_definition")
+        );
+        assert_eq!(
+            closest_kind(SupportLang::Go, "call_expresion").as_deref(),
+            Some("call_expression")
+        );
+        assert_eq!(closest_kind(SupportLang::Python, "banana_split"), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

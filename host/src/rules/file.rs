@@ -516,8 +516,22 @@ fn compile_rule(
                             ),
                         )
                     }
-                    CompileError::Ast { key: at, message } => {
-                        src.invalid(&span, format!("rule `{rule_id}`: `{}`: {message}", key(at)))
+                    CompileError::Ast {
+                        key: at,
+                        message,
+                        culprit,
+                    } => {
+                        // Point at the value at fault when it is found as written.
+                        let place = culprit
+                            .and_then(|c| {
+                                find_after(src, span.start, &format!("'{c}'"))
+                                    .or_else(|| find_after(src, span.start, &format!("\"{c}\"")))
+                            })
+                            .unwrap_or(span.clone());
+                        src.invalid(
+                            &place,
+                            format!("rule `{rule_id}`: `{}`: {message}", key(at)),
+                        )
                     }
                 })?;
             }

@@ -283,6 +283,8 @@ pub(super) enum CompileError {
         key: &'static str,
         /// What is wrong and what to do.
         message: String,
+        /// The value at fault as written (an unknown kind), to find its line.
+        culprit: Option<String>,
     },
     /// `flow.<condition>[index]` names a metavariable the `ast` rule does not bind.
     UnboundFlow {
@@ -298,7 +300,7 @@ pub(super) enum CompileError {
 impl std::fmt::Display for CompileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CompileError::Ast { key, message } => write!(f, "`{key}`: {message}"),
+            CompileError::Ast { key, message, .. } => write!(f, "`{key}`: {message}"),
             CompileError::UnboundFlow {
                 condition,
                 index,
@@ -377,8 +379,12 @@ impl SyntaxRule {
                 .core
                 .get_matcher(DeserializeEnv::new(grammar))
                 .map_err(|e| {
-                    let (key, message) = super::ast_check::explain(grammar, &e);
-                    CompileError::Ast { key, message }
+                    let explained = super::ast_check::explain(grammar, &e);
+                    CompileError::Ast {
+                        key: explained.key,
+                        message: explained.message,
+                        culprit: explained.culprit,
+                    }
                 })?;
             let defined = core.defined_vars();
             let conditions = [
