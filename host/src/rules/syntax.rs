@@ -87,9 +87,15 @@ pub(super) fn supported_languages() -> String {
 /// relational sub-rules (`has`, `inside`, `follows`, `precedes`) match nodes of the same
 /// file, so any of them with anchors gives the rule's; `all` likewise; `any` needs anchors for
 /// each alternative and takes them all. `not`, `kind`, `regex`, `matches` and contextual
-/// patterns give none. Of several candidates the one with the longest shortest word wins (the
-/// rarest text, as a rule of thumb).
-fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
+/// patterns give none. A constraint (from `constraints`, the `ast` table's) on a metavariable
+/// every match of the rule object binds ([`always_bound`]) gives its words too: so each
+/// branch of an `any` is anchored by the constraints of the variables it binds
+/// (`$CUR.$M($Q)` by `$M`'s words, `text($Q)` by `text`). Of several candidates the one with
+/// the longest shortest word wins (the rarest text, as a rule of thumb).
+fn anchors(
+    rule: &serde_json::Value,
+    constraints: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<Vec<String>> {
     let object = rule.as_object()?;
     let mut candidates: Vec<Vec<String>> = Vec::new();
     if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str())
@@ -110,15 +116,25 @@ fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
         );
     }
     for key in ["has", "inside", "follows", "precedes"] {
-        if let Some(sub) = object.get(key).and_then(anchors) {
+        if let Some(sub) = object.get(key).and_then(|r| anchors(r, constraints)) {
             candidates.push(sub);
         }
     }
     if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
-        candidates.extend(all.iter().filter_map(anchors));
+        candidates.extend(all.iter().filter_map(|r| anchors(r, constraints)));
+    }
+    if let Some(constraints) = constraints {
+        let bound = always_bound(rule);
+        candidates.extend(
+            constraints
+                .iter()
+                .filter(|(var, _)| bound.contains(var.as_str()))
+                .filter_map(|(_, c)| anchors(c, None)),
+        );
     }
     if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
-        let alternatives: Option<Vec<Vec<String>>> = any.iter().map(anchors).collect();
+        let alternatives: Option<Vec<Vec<String>>> =
+            any.iter().map(|r| anchors(r, constraints)).collect();
         if let Some(alternatives) = alternatives.filter(|a| !a.is_empty()) {
             let mut words: Vec<String> = alternatives.into_iter().flatten().collect();
             words.sort();
@@ -131,24 +147,12 @@ fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
         .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
 }
 
-/// [`anchors`] of a whole `ast` table (as JSON): its rule's, or a constraint's on a
-/// metavariable every match binds ([`always_bound`]; ast-grep checks a constraint only when
-/// its variable is bound, so one bound in a single branch of an `any` says nothing about the
-/// other branches' matches).
+/// [`anchors`] of a whole `ast` table (as JSON): its rule's, with its `constraints` (ast-grep
+/// checks a constraint only when its variable is bound, so one bound in a single branch of an
+/// `any` anchors that branch only).
 fn core_anchors(core: &serde_json::Value) -> Option<Vec<String>> {
-    let mut candidates: Vec<Vec<String>> = core.get("rule").and_then(anchors).into_iter().collect();
-    let bound = core.get("rule").map(always_bound).unwrap_or_default();
-    if let Some(constraints) = core.get("constraints").and_then(|c| c.as_object()) {
-        candidates.extend(
-            constraints
-                .iter()
-                .filter(|(var, _)| bound.contains(var.as_str()))
-                .filter_map(|(_, rule)| anchors(rule)),
-        );
-    }
-    candidates
-        .into_iter()
-        .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
+    let constraints = core.get("constraints").and_then(|c| c.as_object());
+    core.get("rule").and_then(|rule| anchors(rule, constraints))
 }
 
 /// Metavariables (names without `$`) that every match of the ast-grep `rule` (as JSON) binds:
@@ -880,6 +884,21 @@ mod tests {
                 "rule.kind = 'call'\nrule.has = { field = 'function', regex = '^md5\\.New$' }"
             ),
             words(&["md5.new"])
+        );
+        // A constraint anchors only the branches that bind its variable.
+        assert_eq!(
+            anchors_of(
+                "rule.any = [{ pattern = '$C.$M($Q)' }, { pattern = 'text($Q)' }]\n\
+                 constraints.M = { regex = '^(execute|executemany)$' }"
+            ),
+            words(&["execute", "text"])
+        );
+        assert_eq!(
+            anchors_of(
+                "rule.any = [{ pattern = '$C.$M($Q)' }, { pattern = '$F($Q)' }]\n\
+                 constraints.M = { regex = '^(execute|executemany)$' }"
+            ),
+            None
         );
         // One alternative without words: no anchor for the whole `any`.
         assert_eq!(
