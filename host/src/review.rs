@@ -442,6 +442,15 @@ fn pipeline(
     }
     control.step()?;
     let selection = catalog.select(options.rule_set_ids.as_deref())?;
+    // Two rules flagging the same places under two ids: one reports, the user learns why.
+    for duplicate in selection.duplicates() {
+        emitter.warning(
+            crate::rules::DuplicateRule::CODE,
+            duplicate.message(),
+            None,
+            Some(duplicate.remediation()),
+        );
+    }
     let rule_set_version = selection.version();
     emitter.rule_sets(&selection);
 

@@ -96,6 +96,7 @@
 //! takes about a millisecond, building the prefilter under one, and 10,000 lines are matched in
 //! a few milliseconds plus the compilation of the regexes that get candidate lines.
 
+mod ast_check;
 mod catalog;
 mod dataflow;
 mod error;
@@ -106,7 +107,7 @@ mod rule;
 mod suppress;
 mod syntax;
 
-pub use catalog::{BUILTIN_ORIGIN, Catalog, FileMatcher, Selection};
+pub use catalog::{BUILTIN_ORIGIN, Catalog, DuplicateRule, FileMatcher, Selection};
 pub use error::RuleError;
 pub use file::{
     MAX_FILE_BYTES, MAX_PATTERN_BYTES, MAX_RULES_PER_SET, REGEX_SIZE_LIMIT, RuleSet, RuleSource,

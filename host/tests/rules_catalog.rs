@@ -5,7 +5,7 @@ use std::fs;
 use review_agent_gateway::GatewayError;
 use review_agent_gateway::error::codes;
 use review_agent_gateway::protocol::finding::{Confidence, Severity};
-use review_agent_gateway::rules::{Catalog, RuleError, RuleSource};
+use review_agent_gateway::rules::{Catalog, RuleError, RuleSource, SyntaxTree};
 
 /// A minimal valid rule file with one rule, for tests to vary.
 fn rule_file(set_id: &str, version: &str, rule_id: &str) -> String {
@@ -788,25 +788,37 @@ fn ast_rule_mistakes_are_errors_at_their_line() {
     check_error(
         &ast_rule_file("ast.rule.pattern = 'eval($X)'\n"),
         11,
-        "needs `languages`",
+        "needs `rules[0].languages`",
     );
+    // A language without a grammar: the error is at `languages`, naming the entry.
     check_error(
-        &ast_rule_file("languages = [\"yaml\"]\nast.rule.pattern = 'a: $X'\n"),
-        12,
-        "no syntax grammar",
+        &ast_rule_file("languages = [\"python\", \"yaml\"]\nast.rule.pattern = 'a: $X'\n"),
+        11,
+        "`rules[0].languages[1]` = \"yaml\": `ast` rules cannot match yaml files (no syntax grammar)",
     );
-    // A kind the grammar does not have; a flow variable the rule does not bind.
-    check_error(
+    // A kind the grammar does not have: our words, naming the grammar and how to list kinds.
+    let err = check_error(
         &ast_rule_file("languages = [\"python\"]\nast.rule.kind = 'no_such_kind'\n"),
         12,
-        "invalid `ast` rule",
+        "`rules[0].ast.rule`: `no_such_kind` is not a node kind of the python grammar",
     );
+    assert!(
+        err.to_string().contains("--debug-query=ast")
+            && err.to_string().contains("ast-grep.github.io/playground"),
+        "{err}"
+    );
+    assert!(
+        !err.to_string().contains("invalid kind matcher"),
+        "no ast-grep wording: {err}"
+    );
+    // A flow variable the rule does not bind: the error is at that entry of `flow`.
     check_error(
         &ast_rule_file(
-            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\nflow.dynamic = ['Y']\n",
+            "languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\n\
+             flow.not_constant = ['X']\nflow.dynamic = ['X', 'Y']\n",
         ),
-        12,
-        "`flow` names `$Y`, which the `ast` rule does not bind (it binds: $X",
+        14,
+        "`rules[0].flow.dynamic[1]` names `$Y`, which the `ast` rule does not bind (it binds: $X",
     );
     // Line-rule fields on a syntax rule and back.
     check_error(
@@ -851,5 +863,334 @@ fn ast_rule_mistakes_are_errors_at_their_line() {
         ),
         14,
         "is not flagged",
+    );
+}
+
+/// Errors name the rule's index in the file, so `rules[1]` is the second `[[rules]]`.
+#[test]
+fn ast_rule_errors_name_the_rule_by_index() {
+    let text = format!(
+        "{}\n[[rules]]\nid = \"team.second\"\ntitle = \"t\"\ncategory = \"c\"\n\
+         severity = \"low\"\nconfidence = \"low\"\nmessage = \"m\"\n\
+         languages = [\"go\"]\nast.rule.pattern = 'exec.Command($C)'\nflow.input = ['c']\n",
+        ast_rule_file("languages = [\"python\"]\nast.rule.pattern = 'eval($X)'\n")
+    );
+    check_error(
+        &text,
+        24,
+        "rule `team.second`: `rules[1].flow.input[0]` names `$c`, which the `ast` rule does not \
+         bind (it binds: $C; names are case-sensitive)",
+    );
+}
+
+/// A pattern that does not parse (ast-grep would load it as an `ERROR` node that matches
+/// nothing) is refused, quoted, at its own line.
+#[test]
+fn an_unbalanced_ast_pattern_is_refused_at_its_line() {
+    let err = check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.any = [\n  { pattern = 'eval($X)' },\n  \
+             { pattern = '$F(' },\n]\n",
+        ),
+        14,
+        "`rules[0].ast.rule.any[1].pattern` = `$F(` is not valid python code",
+    );
+    assert!(err.to_string().contains("balanced brackets"), "{err}");
+    // A missing closing bracket that tree-sitter would supply, in a relational sub-rule.
+    check_error(
+        &ast_rule_file(
+            "languages = [\"javascript\"]\nast.rule.kind = 'call_expression'\n\
+             ast.rule.inside = { pattern = 'foo($X', stopBy = 'end' }\n",
+        ),
+        13,
+        "`rules[0].ast.rule.inside.pattern` = `foo($X` is not valid javascript code",
+    );
+    // ast-grep's own refusal, retold with the pattern as written (`$X`, not ast-grep's
+    // internal renaming).
+    check_error(
+        &ast_rule_file("languages = [\"python\"]\nast.rule.pattern = 'new Foo($X)'\n"),
+        12,
+        "`rules[0].ast.rule`: the pattern `new Foo($X)` is several python nodes",
+    );
+    // Checked for every language of the rule: valid TypeScript, but not valid Python.
+    check_error(
+        &ast_rule_file("languages = [\"typescript\", \"python\"]\nast.rule.pattern = 'foo($X!)'\n"),
+        12,
+        "is not valid python code",
+    );
+}
+
+/// Fact-check of the README's advice on `$$$` after an argument (from the fresh user's
+/// trial): the comma-less `$Q $$$REST` matches one argument or several in some grammars, but
+/// in Go, C# and Ruby it parses as another construct and matches no call, so rules keep the
+/// two alternatives `f($Q)` and `f($Q, $$$REST)`.
+#[test]
+fn a_comma_less_rest_metavariable_is_not_portable() {
+    let count = |language: &str, pattern: &str, code: &str| {
+        let text = format!(
+            "id = \"t\"\nversion = \"1\"\n[[rules]]\nid = \"t.r\"\ntitle = \"t\"\n\
+             category = \"c\"\nseverity = \"low\"\nconfidence = \"low\"\nmessage = \"m\"\n\
+             languages = [\"{language}\"]\nast.rule.pattern = '{pattern}'\n"
+        );
+        let mut catalog = Catalog::new();
+        catalog.add_source("t.toml", &text).expect("loads");
+        let rule = &catalog.sets()[0].rules[0];
+        let lang: review_agent_gateway::rules::Language = language.parse().expect("language");
+        let grammar = review_agent_gateway::rules::grammar_of(lang, "").expect("grammar");
+        let tree = SyntaxTree::parse(grammar, code).expect("parses");
+        rule.find_in_tree(&tree).len()
+    };
+    let three_calls = [
+        (
+            "python",
+            "cur.execute(q)\ncur.execute(q, p)\ncur.execute(q, p, r)\n",
+        ),
+        (
+            "javascript",
+            "cur.execute(q);\ncur.execute(q, p);\ncur.execute(q, p, r);\n",
+        ),
+        (
+            "java",
+            "class A { void f() {\n cur.execute(q);\n cur.execute(q, p);\n cur.execute(q, p, r);\n} }",
+        ),
+        (
+            "go",
+            "package p\nfunc f() {\n\tcur.execute(q)\n\tcur.execute(q, p)\n\tcur.execute(q, p, r)\n}\n",
+        ),
+        (
+            "csharp",
+            "class A { void F() {\n cur.execute(q);\n cur.execute(q, p);\n cur.execute(q, p, r);\n} }",
+        ),
+        (
+            "ruby",
+            "cur.execute(q)\ncur.execute(q, p)\ncur.execute(q, p, r)\n",
+        ),
+    ];
+    for (language, code) in three_calls {
+        let comma_less = count(language, "$CUR.execute($Q $$$REST)", code);
+        let with_comma = count(language, "$CUR.execute($Q, $$$REST)", code);
+        let one = count(language, "$CUR.execute($Q)", code);
+        assert_eq!(
+            with_comma, 2,
+            "{language}: `, $$$REST` needs a second argument"
+        );
+        if language != "go" {
+            // Go reads `$CUR.execute($Q)` as a type conversion (`pkg.Type(x)`): Go rules
+            // match `call_expression` by kind instead.
+            assert_eq!(one, 1, "{language}");
+        }
+        let expected = if ["go", "csharp", "ruby"].contains(&language) {
+            0
+        } else {
+            3
+        };
+        assert_eq!(comma_less, expected, "{language}: `$Q $$$REST`");
+    }
+}
+
+/// A team rule that repeats a built-in one under another id reports once (the team's, the
+/// set loaded later), and the selection names both for a `rules.duplicate_rule` warning.
+#[test]
+fn a_rule_duplicating_a_builtin_reports_once() {
+    let builtin = Catalog::builtin();
+    let set = builtin.get("security-default").expect("builtin");
+    let original = set
+        .rules
+        .iter()
+        .find(|r| r.id() == "python.sql-injection")
+        .expect("the built-in python.sql-injection");
+    assert!(original.is_syntax());
+    // The same `ast` and `flow` as the built-in, keys in another order.
+    let copy = r#"id = "team"
+version = "1"
+
+[[rules]]
+id = "team.sql"
+title = "SQL built from strings"
+category = "security"
+severity = "critical"
+confidence = "high"
+languages = ["python"]
+message = "Ours."
+flow.dynamic = ["Q"]
+ast.constraints.M = { regex = "^(execute|executemany|executescript|raw|mogrify|read_sql|read_sql_query)$" }
+ast.rule.any = [
+  { pattern = "$CUR.$M($Q)" },
+  { pattern = "$CUR.$M($Q, $$$REST)" },
+  { pattern = "text($Q)" },
+]
+"#;
+    let mut catalog = Catalog::builtin();
+    catalog.add_source("team.toml", copy).expect("loads");
+    let selection = catalog.select(None).expect("select");
+    let code =
+        "def f(cur, name):\n    q = 'SELECT * FROM t WHERE n = ' + name\n    cur.execute(q)\n";
+    let found: Vec<&str> = selection
+        .syntax_matches("app/db.py", code)
+        .into_iter()
+        .map(|(rule, _)| rule.id())
+        .collect();
+    let duplicates = selection.duplicates();
+    assert_eq!(found, ["team.sql"], "one finding, the team's");
+    assert_eq!(duplicates.len(), 1, "{duplicates:?}");
+    assert_eq!(duplicates[0].kept, "team.sql");
+    assert_eq!(duplicates[0].dropped, "python.sql-injection");
+    let message = duplicates[0].message();
+    assert!(
+        message.contains("`python.sql-injection` (builtin:")
+            && message.contains("`team.sql` (team.toml:5)"),
+        "{message}"
+    );
+    assert_eq!(
+        review_agent_gateway::rules::DuplicateRule::CODE,
+        "rules.duplicate_rule"
+    );
+    assert!(
+        duplicates[0]
+            .remediation()
+            .contains("give your rule file `id = \"security-default\"`"),
+        "{}",
+        duplicates[0].remediation()
+    );
+    // Another `flow` is another rule: both report.
+    let mut catalog = Catalog::builtin();
+    catalog
+        .add_source(
+            "team.toml",
+            &copy.replace("flow.dynamic", "flow.not_constant"),
+        )
+        .expect("loads");
+    let selection = catalog.select(None).expect("select");
+    assert!(selection.duplicates().is_empty());
+    // Without the copy the built-in reports, and there is no duplicate.
+    let selection = builtin.select(None).expect("select");
+    assert!(selection.duplicates().is_empty());
+    assert_eq!(
+        selection
+            .syntax_matches("app/db.py", code)
+            .into_iter()
+            .map(|(rule, _)| rule.id())
+            .collect::<Vec<_>>(),
+        ["python.sql-injection"]
+    );
+}
+
+/// A file is skipped for a syntax rule only when it lacks a word every match needs: a
+/// constraint on a metavariable that only some alternatives of an `any` bind is no such word
+/// (java.weak-hash-algorithm's `$MD` constrains `$MD.getInstance`, not `DigestUtils.md5Hex`).
+#[test]
+fn a_constraint_of_one_alternative_does_not_skip_files_for_the_others() {
+    let catalog = Catalog::builtin();
+    let selection = catalog.select(None).expect("select");
+    let found = |path: &str, code: &str| -> Vec<String> {
+        selection
+            .syntax_matches(path, code)
+            .into_iter()
+            .map(|(rule, m)| format!("{}:{}", rule.id(), m.start_line))
+            .collect()
+    };
+    assert_eq!(
+        found(
+            "src/A.java",
+            "class A {\n  String f(String password) {\n    return DigestUtils.md5Hex(password);\n  }\n}\n"
+        ),
+        ["java.weak-hash-algorithm:3"]
+    );
+    assert_eq!(
+        found(
+            "src/A.kt",
+            "fun f(host: String) {\n    Runtime.getRuntime().exec(\"ping -c 1 \" + host)\n}\n"
+        ),
+        ["kotlin.command-injection:2"]
+    );
+}
+
+/// ast-grep's own refusals, retold in the rule file's words: the key of `ast` at fault, what
+/// is wrong, what to do; none of ast-grep's wording ("Rule contains invalid ...").
+#[test]
+fn ast_grep_errors_are_retold_with_a_remediation() {
+    let cases = [
+        (
+            "ast.rule.regex = '('\n",
+            "`rules[0].ast.rule`: a `regex` is not a valid regular expression",
+        ),
+        (
+            "ast.rule.matches = 'nope'\n",
+            "`rules[0].ast.rule`: Rule `nope` is not defined (`matches` names a rule of `ast.utils`)",
+        ),
+        (
+            "ast.rule.pattern = 'eval($X)'\nast.constraints.Y = { regex = 'a' }\n",
+            "uses `$Y`, which no pattern of `ast.rule` binds",
+        ),
+    ];
+    for (ast, needle) in cases {
+        let err = check_error(
+            &ast_rule_file(&format!("languages = [\"python\"]\n{ast}")),
+            12,
+            needle,
+        );
+        assert!(
+            !err.to_string().contains("Rule contains"),
+            "ast-grep's wording leaked: {err}"
+        );
+    }
+}
+
+/// Line rules too: two rules of one file with the same `pattern`, `not`, languages and paths
+/// report once, under the first; a different `not` makes them different rules.
+#[test]
+fn identical_line_rules_report_once_under_the_first() {
+    let rule = |id: &str, not: &str| {
+        format!(
+            "[[rules]]\nid = \"{id}\"\ntitle = \"t\"\ncategory = \"c\"\nseverity = \"low\"\n\
+             confidence = \"low\"\nlanguages = [\"python\"]\npattern = 'print\\('\n{not}\
+             message = \"m\"\n"
+        )
+    };
+    let text = format!(
+        "id = \"team\"\nversion = \"1\"\n{}{}{}",
+        rule("team.a", ""),
+        rule("team.b", ""),
+        rule("team.c", "not = 'debug'\n")
+    );
+    let mut catalog = Catalog::new();
+    catalog.add_source("team.toml", &text).expect("loads");
+    let selection = catalog.select(None).expect("select");
+    let hits: Vec<String> = selection
+        .matching_rules("a.py", "print(x)")
+        .map(|(r, _)| r.id().to_owned())
+        .collect();
+    assert_eq!(hits, ["team.a", "team.c"]);
+    let per_file: Vec<String> = selection
+        .file_matcher("a.py")
+        .matches("print(x)")
+        .map(|(r, _)| r.id().to_owned())
+        .collect();
+    assert_eq!(per_file, hits, "both entry points agree");
+    let duplicates = selection.duplicates();
+    assert_eq!(duplicates.len(), 1, "{duplicates:?}");
+    assert_eq!(
+        (duplicates[0].kept.as_str(), duplicates[0].dropped.as_str()),
+        ("team.a", "team.b")
+    );
+    assert!(
+        duplicates[0]
+            .remediation()
+            .contains("Delete one of the two rules")
+    );
+}
+
+/// An unknown kind is reported at its own line, with the grammar's closest kind.
+#[test]
+fn a_mistyped_kind_is_reported_at_its_line_with_a_suggestion() {
+    check_error(
+        &ast_rule_file(
+            "languages = [\"python\"]\nast.rule.any = [\n  { pattern = 'eval($X)' },\n  \
+             { kind = 'fucntion_definition' },\n]\n",
+        ),
+        14,
+        "`fucntion_definition` is not a node kind of the python grammar (kinds are tree-sitter \
+         names such as `call_expression`, spelled as the grammar does); did you mean \
+         `function_definition`?",
     );
 }

@@ -238,7 +238,12 @@ impl Catalog {
             }
         };
         sets.sort_by(|a, b| a.id.cmp(&b.id));
-        Selection::new(sets)
+        // Precedence (load order) decides which of two identical rules reports.
+        let precedence: Vec<usize> = sets
+            .iter()
+            .map(|set| self.sets.iter().position(|s| s.id == set.id).unwrap_or(0))
+            .collect();
+        Selection::new(sets, &precedence)
     }
 }
 
@@ -260,17 +265,24 @@ pub struct Selection<'a> {
     // unique ids; once built, `prefilter` has rule `i` among the candidates of every line
     // `rules[i]` matches.
     rules: Vec<&'a Rule>,
+    // Invariant: `silenced[i]` is whether `rules[i]` duplicates a rule that reports instead
+    // (one of `duplicates`); silenced rules report nothing.
+    silenced: Vec<bool>,
+    duplicates: Vec<DuplicateRule>,
     prefilter: OnceLock<Prefilter>,
     version: String,
     fingerprint: String,
 }
 
 impl<'a> Selection<'a> {
-    fn new(sets: Vec<&'a RuleSet>) -> Result<Selection<'a>, RuleError> {
+    /// `precedence[i]` is the load position of `sets[i]` (later loaded, higher).
+    fn new(sets: Vec<&'a RuleSet>, precedence: &[usize]) -> Result<Selection<'a>, RuleError> {
         let mut rules: Vec<&'a Rule> = Vec::new();
+        let mut rule_precedence: Vec<usize> = Vec::new();
         let mut seen: HashMap<&str, (&str, usize)> = HashMap::new();
-        for set in &sets {
+        for (s, set) in sets.iter().enumerate() {
             for rule in &set.rules {
+                rule_precedence.push(precedence.get(s).copied().unwrap_or(0));
                 if let Some(&(first_origin, first_line)) = seen.get(rule.id()) {
                     return Err(RuleError::DuplicateRuleId {
                         rule_id: rule.id().to_owned(),
@@ -299,9 +311,12 @@ impl<'a> Selection<'a> {
             hasher.update([b'\n']);
         }
         let fingerprint = format!("sha256:{:x}", hasher.finalize());
+        let (silenced, duplicates) = find_duplicates(&sets, &rules, &rule_precedence);
         Ok(Selection {
             sets,
             rules,
+            silenced,
+            duplicates,
             prefilter: OnceLock::new(),
             version,
             fingerprint,
@@ -324,6 +339,14 @@ impl<'a> Selection<'a> {
     /// Every selected rule, sets in id order, rules in file order.
     pub fn rules(&self) -> impl Iterator<Item = &'a Rule> + '_ {
         self.rules.iter().copied()
+    }
+
+    /// The selected rules that duplicate another selected rule (same matcher, languages and
+    /// paths under another id), each with the rule that reports in its place; the duplicate
+    /// reports nothing, so one problem is reported once. A review shows each as a
+    /// `rules.duplicate_rule` warning ([`DuplicateRule::message`]).
+    pub fn duplicates(&self) -> &[DuplicateRule] {
+        &self.duplicates
     }
 
     /// How many rules are selected.
@@ -349,7 +372,7 @@ impl<'a> Selection<'a> {
     ) -> impl Iterator<Item = (&'a Rule, Range<usize>)> + 's {
         self.candidates(line).filter_map(move |i| {
             let rule = self.rules[i];
-            if !rule.applies_to(path) {
+            if self.silenced[i] || !rule.applies_to(path) {
                 return None;
             }
             rule.find(line).map(|range| (rule, range))
@@ -363,7 +386,8 @@ impl<'a> Selection<'a> {
         let applicable: Vec<bool> = self
             .rules
             .iter()
-            .map(|r| r.applies_to_file(&file))
+            .zip(&self.silenced)
+            .map(|(r, silenced)| !silenced && r.applies_to_file(&file))
             .collect();
         let any = applicable.contains(&true);
         FileMatcher {
@@ -389,8 +413,13 @@ impl<'a> Selection<'a> {
         let mut rules: Vec<&'a Rule> = self
             .rules
             .iter()
-            .copied()
-            .filter(|r| r.syntax().is_some_and(|s| s.supports(grammar)) && r.applies_to_file(&file))
+            .zip(&self.silenced)
+            .filter(|(r, silenced)| {
+                !**silenced
+                    && r.syntax().is_some_and(|s| s.supports(grammar))
+                    && r.applies_to_file(&file)
+            })
+            .map(|(r, _)| *r)
             .collect();
         if rules.is_empty() {
             return Vec::new();
@@ -420,6 +449,103 @@ impl<'a> Selection<'a> {
     fn candidates(&self, line: &str) -> impl Iterator<Item = usize> + use<> {
         self.prefilter().candidates(trim_eol(line)).into_indices()
     }
+}
+
+/// Two selected rules that flag the same places ([`Selection::duplicates`]): a team's copy of
+/// a built-in rule under another id, say. Only one of them reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateRule {
+    /// The id of the rule that reports: of the two, the one from the rule set loaded later
+    /// (precedence as in [`Catalog`]: a team's rule wins over a built-in one), or the first
+    /// in file order when both are in one rule set.
+    pub kept: String,
+    /// Where `kept` is defined: `<public origin>:<line>` ([`RuleSet::public_origin`]).
+    pub kept_at: String,
+    /// The id of the rule that reports nothing.
+    pub dropped: String,
+    /// Where `dropped` is defined: `<public origin>:<line>`.
+    pub dropped_at: String,
+    /// The rule set `dropped` belongs to.
+    pub dropped_set: String,
+}
+
+impl DuplicateRule {
+    /// The warning's code.
+    pub const CODE: &'static str = "rules.duplicate_rule";
+
+    /// What happened, naming both rules and where they are defined.
+    pub fn message(&self) -> String {
+        format!(
+            "rule `{}` ({}) matches exactly what rule `{}` ({}) matches, so only `{}` reports",
+            self.dropped, self.dropped_at, self.kept, self.kept_at, self.kept
+        )
+    }
+
+    /// What to do about it.
+    pub fn remediation(&self) -> String {
+        format!(
+            "Delete one of the two rules, or change what one of them matches. To replace the \
+             whole rule set `{}` instead, give your rule file `id = \"{}\"` (a later file with \
+             a set's id replaces it whole: it then holds only your file's rules).",
+            self.dropped_set, self.dropped_set
+        )
+    }
+}
+
+/// Which of `rules` duplicate an earlier-listed or higher-precedence rule
+/// ([`Rule::same_matcher`]), and the pairs for [`Selection::duplicates`].
+/// `precedence[i]` is the load position of `rules[i]`'s set.
+fn find_duplicates(
+    sets: &[&RuleSet],
+    rules: &[&Rule],
+    precedence: &[usize],
+) -> (Vec<bool>, Vec<DuplicateRule>) {
+    let mut silenced = vec![false; rules.len()];
+    let mut duplicates = Vec::new();
+    // Rules are grouped by a cheap key first, so only candidates are compared in full.
+    /// A rule's `pattern` (none for a syntax rule), whether it is a syntax rule, its languages.
+    type Key<'r> = (Option<&'r str>, bool, &'r [super::Language]);
+    let mut groups: HashMap<Key<'_>, Vec<usize>> = HashMap::new();
+    for (i, rule) in rules.iter().enumerate() {
+        groups
+            .entry((rule.pattern(), rule.is_syntax(), rule.languages()))
+            .or_default()
+            .push(i);
+    }
+    let at = |rule: &Rule| {
+        let origin = sets
+            .iter()
+            .find(|s| s.id == rule.rule_set_id())
+            .map_or_else(|| rule.rule_set_id().to_owned(), |s| s.public_origin());
+        format!("{origin}:{}", rule.line())
+    };
+    let mut indices: Vec<&Vec<usize>> = groups.values().filter(|g| g.len() > 1).collect();
+    indices.sort();
+    for group in indices {
+        for (n, &i) in group.iter().enumerate() {
+            for &j in &group[n + 1..] {
+                if silenced[i] || silenced[j] || !rules[i].same_matcher(rules[j]) {
+                    continue;
+                }
+                // `i` comes first in selection order; the later-loaded set wins.
+                let (kept, dropped) = if precedence[j] > precedence[i] {
+                    (j, i)
+                } else {
+                    (i, j)
+                };
+                silenced[dropped] = true;
+                duplicates.push(DuplicateRule {
+                    kept: rules[kept].id().to_owned(),
+                    kept_at: at(rules[kept]),
+                    dropped: rules[dropped].id().to_owned(),
+                    dropped_at: at(rules[dropped]),
+                    dropped_set: rules[dropped].rule_set_id().to_owned(),
+                });
+            }
+        }
+    }
+    duplicates.sort_by(|a, b| (&a.dropped, &a.kept).cmp(&(&b.dropped, &b.kept)));
+    (silenced, duplicates)
 }
 
 /// The selected rules that apply to one file, from [`Selection::file_matcher`].

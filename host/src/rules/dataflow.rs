@@ -502,7 +502,9 @@ pub(super) const MAX_LOOKUPS: u32 = 256;
 
 /// What a node is made of, as far as constants go.
 fn is_content_part(kind: &str) -> bool {
-    kind.contains("content")
+    // Kotlin's `$`/`${`/`}` around an interpolation are nodes of their own.
+    (kind.starts_with("interpolation_") && (kind.ends_with("_start") || kind.ends_with("_end")))
+        || kind.contains("content")
         || kind.contains("fragment")
         || kind.contains("escape")
         || kind == "string_start"
@@ -551,7 +553,13 @@ fn is_scalar_literal(kind: &str) -> bool {
 fn is_identifier(kind: &str) -> bool {
     matches!(
         kind,
-        "identifier" | "variable_name" | "simple_identifier" | "constant" | "instance_variable"
+        "identifier"
+            | "variable_name"
+            | "simple_identifier"
+            | "constant"
+            | "instance_variable"
+            // Kotlin's `$name` in a string template.
+            | "interpolated_identifier"
     )
 }
 
@@ -1021,7 +1029,10 @@ impl<'r> Flow<'r> {
             return Vec::new();
         };
         let target = if target_field.is_empty() {
-            node.named_children().next()
+            // Kotlin's `val`/`var` keyword (`binding_pattern_kind`) and modifiers come before
+            // the name of a `property_declaration`.
+            node.named_children()
+                .find(|c| !matches!(c.kind().as_ref(), "binding_pattern_kind" | "modifiers"))
         } else {
             node.field(target_field)
         };
@@ -1124,6 +1135,7 @@ fn target_name(target: &SyntaxNode<'_>) -> Option<String> {
 fn interpolated_expression<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
     let kind = node.kind();
     if (kind.contains("interpolation")
+        || kind == "interpolated_expression"
         || kind.contains("substitution")
         || kind.contains("expansion"))
         && let Some(inner) = node
@@ -1152,8 +1164,16 @@ fn argument_value<'r>(node: &SyntaxNode<'r>) -> SyntaxNode<'r> {
 /// The arguments of a call node.
 fn arguments<'r>(call: &SyntaxNode<'r>) -> impl Iterator<Item = SyntaxNode<'r>> + use<'r> {
     let args = call.field("arguments").or_else(|| {
-        call.named_children()
-            .find(|c| c.kind().contains("argument"))
+        let child = call
+            .named_children()
+            .find(|c| c.kind().contains("argument") || c.kind() == "call_suffix")?;
+        // Kotlin: `call_suffix` holds `value_arguments` (and a trailing lambda).
+        if child.kind() == "call_suffix" {
+            return child
+                .named_children()
+                .find(|c| c.kind() == "value_arguments");
+        }
+        Some(child)
     });
     let list: Vec<SyntaxNode<'r>> = match args {
         Some(args) => args
@@ -1204,4 +1224,73 @@ fn is_callee_or_field(node: &SyntaxNode<'_>) -> bool {
 /// not the bodies of classes or functions.
 fn is_statement_block(kind: &str) -> bool {
     kind.contains("class") || kind.contains("body") && !kind.contains("statement")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::language::Language;
+    use super::super::syntax::{FlowConditions, SyntaxRule, SyntaxTree};
+    use ast_grep_config::SerializableRuleCore;
+
+    /// 1-based start lines where `pattern` matches in `code` with `flow` holding.
+    fn lines(language: Language, pattern: &str, flow: FlowConditions, code: &str) -> Vec<u32> {
+        let core: SerializableRuleCore =
+            toml::from_str(&format!("rule.pattern = '{pattern}'")).expect("rule parses");
+        let rule = SyntaxRule::new(core, flow, &[language]);
+        rule.compile_now().expect("compiles");
+        let grammar = rule.example_grammar().expect("grammar");
+        let tree = SyntaxTree::parse(grammar, code).expect("parses");
+        rule.find_in(&tree).iter().map(|m| m.start_line).collect()
+    }
+
+    fn dynamic(var: &str) -> FlowConditions {
+        FlowConditions {
+            dynamic: vec![var.to_owned()],
+            ..FlowConditions::default()
+        }
+    }
+
+    /// Kotlin's `val x = …` (a `property_declaration` whose first child is the `val`
+    /// keyword) defines `x`; its `String.format(…)` arguments sit in a `call_suffix`; and a
+    /// `$name` template is dynamic only when `name` is not constant.
+    #[test]
+    fn kotlin_vals_formats_and_templates() {
+        let kt = |code: &str| lines(Language::Kotlin, "$S.executeQuery($Q)", dynamic("Q"), code);
+        assert_eq!(
+            kt(
+                "fun f(st: Statement, n: String) {\n    val q = \"SELECT * FROM t WHERE n = '\" + n + \"'\"\n    st.executeQuery(q)\n}\n"
+            ),
+            vec![3]
+        );
+        assert_eq!(
+            kt(
+                "fun f(st: Statement) {\n    val q = \"SELECT * FROM t\" + \" WHERE a = 1\"\n    st.executeQuery(q)\n}\n"
+            ),
+            Vec::<u32>::new()
+        );
+        assert_eq!(
+            kt(
+                "fun f(st: Statement, n: String) {\n    st.executeQuery(String.format(\"SELECT * FROM t WHERE n = %s\", n))\n}\n"
+            ),
+            vec![2]
+        );
+        assert_eq!(
+            kt(
+                "fun f(st: Statement) {\n    st.executeQuery(String.format(\"SELECT * FROM %s\", \"t\"))\n}\n"
+            ),
+            Vec::<u32>::new()
+        );
+        assert_eq!(
+            kt(
+                "fun f(st: Statement, n: String) {\n    st.executeQuery(\"SELECT * FROM t WHERE n = '$n' OR m = '${n.trim()}'\")\n}\n"
+            ),
+            vec![2]
+        );
+        assert_eq!(
+            kt(
+                "fun f(st: Statement) {\n    val table = \"items\"\n    st.executeQuery(\"SELECT * FROM $table\")\n}\n"
+            ),
+            Vec::<u32>::new()
+        );
+    }
 }

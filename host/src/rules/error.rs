@@ -229,6 +229,11 @@ impl<'t> LineIndex<'t> {
         LineIndex { text, starts }
     }
 
+    /// The text the index is of.
+    pub(crate) fn text(&self) -> &'t str {
+        self.text
+    }
+
     /// 1-based line and column (in characters) of byte `offset` in the text.
     ///
     /// Offsets past the end or inside a character are clamped to the nearest earlier

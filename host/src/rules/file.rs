@@ -10,12 +10,16 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toml::Spanned;
 
+use super::ast_check::check_patterns;
 use super::error::{LineIndex, RuleError};
 use super::language::Language;
 use super::rule::{
     Examples, Matcher, PathGlobs, Regexes, Rule, build_glob, build_regex, compile_glob_sets,
 };
-use super::syntax::{FlowConditions, SyntaxRule, SyntaxTree, grammar_of, supported_languages};
+use super::syntax::{
+    CompileError, FlowConditions, SyntaxRule, SyntaxTree, grammar_of, grammars_for,
+    supported_languages,
+};
 use crate::protocol::finding::{Confidence, Severity};
 use ast_grep_config::SerializableRuleCore;
 
@@ -108,7 +112,7 @@ struct RawRule {
     severity: Severity,
     confidence: Confidence,
     #[serde(default)]
-    languages: Vec<Language>,
+    languages: Vec<Spanned<Language>>,
     #[serde(default)]
     paths: Vec<Spanned<String>>,
     #[serde(default)]
@@ -120,7 +124,7 @@ struct RawRule {
     #[serde(default)]
     ast: Option<Spanned<toml::Value>>,
     #[serde(default)]
-    flow: Option<Spanned<FlowConditions>>,
+    flow: Option<Spanned<RawFlow>>,
     message: Spanned<String>,
     #[serde(default)]
     suggestion: Option<String>,
@@ -128,6 +132,38 @@ struct RawRule {
     fix: Option<Spanned<String>>,
     #[serde(default)]
     examples: Option<RawExamples>,
+}
+
+/// A syntax rule's `flow` table as written, each entry with its place in the file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    #[serde(default)]
+    dynamic: Vec<Spanned<String>>,
+    #[serde(default)]
+    not_constant: Vec<Spanned<String>>,
+    #[serde(default)]
+    input: Vec<Spanned<String>>,
+}
+
+impl RawFlow {
+    /// The entries of `condition` (`dynamic`, `not_constant`, `input`).
+    fn entries(&self, condition: &str) -> &[Spanned<String>] {
+        match condition {
+            "dynamic" => &self.dynamic,
+            "not_constant" => &self.not_constant,
+            _ => &self.input,
+        }
+    }
+
+    fn conditions(&self) -> FlowConditions {
+        let names = |list: &[Spanned<String>]| list.iter().map(|v| v.as_ref().clone()).collect();
+        FlowConditions {
+            dynamic: names(&self.dynamic),
+            not_constant: names(&self.not_constant),
+            input: names(&self.input),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -237,8 +273,8 @@ pub(super) fn parse_rule_set(
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut globs = GlobCache::new();
     let mut rules = Vec::with_capacity(raw.rules.len());
-    for raw_rule in raw.rules {
-        let rule = compile_rule(&src, &set_id, raw_rule, checks, &mut globs)?;
+    for (index, raw_rule) in raw.rules.into_iter().enumerate() {
+        let rule = compile_rule(&src, &set_id, index, raw_rule, checks, &mut globs)?;
         if let Some(&first_line) = seen.get(&rule.id) {
             return Err(RuleError::DuplicateRuleId {
                 rule_id: rule.id,
@@ -331,9 +367,12 @@ fn check_text(
 /// (often `exclude_paths = ["*.md", ...]`) share one compiled set.
 type GlobCache = HashMap<Vec<String>, PathGlobs>;
 
+/// Compiles the rule at `index` (0-based) of the file's `rules`; errors about a syntax rule's
+/// `languages`, `flow` and `ast` name the key at fault as `rules[index].<key>`.
 fn compile_rule(
     src: &Source<'_>,
     set_id: &str,
+    index: usize,
     mut raw: RawRule,
     checks: Checks,
     globs: &mut GlobCache,
@@ -345,7 +384,7 @@ fn compile_rule(
     check_text(src, &raw.category, "category", &rule_id, true)?;
     check_text(src, &raw.message, "message", &rule_id, false)?;
 
-    let mut languages = raw.languages.clone();
+    let mut languages: Vec<Language> = raw.languages.iter().map(|l| *l.as_ref()).collect();
     languages.sort();
     languages.dedup();
 
@@ -374,6 +413,7 @@ fn compile_rule(
         }
         (None, Some(ast)) => {
             let span = ast.span();
+            let key = |rest: &str| format!("rules[{index}].{rest}");
             for (field, present) in [("not", raw.not.is_some()), ("fix", raw.fix.is_some())] {
                 if present {
                     return Err(src.invalid(
@@ -389,42 +429,115 @@ fn compile_rule(
                 return Err(src.invalid(
                     &span,
                     format!(
-                        "rule `{rule_id}`: an `ast` rule needs `languages` (one of: {})",
+                        "rule `{rule_id}`: an `ast` rule needs `{}` (one of: {})",
+                        key("languages"),
                         supported_languages()
                     ),
                 ));
             }
-            if let Some(lang) = languages.iter().find(|l| grammar_of(**l, "").is_none()) {
+            if let Some((i, lang)) = raw
+                .languages
+                .iter()
+                .enumerate()
+                .find(|(_, l)| grammar_of(*l.as_ref(), "").is_none())
+            {
                 return Err(src.invalid(
-                    &span,
+                    &lang.span(),
                     format!(
-                        "rule `{rule_id}`: `ast` rules cannot match {} files (no syntax grammar); \
-                         languages with one: {}",
-                        lang.as_str(),
-                        supported_languages()
+                        "rule `{rule_id}`: `{}` = \"{}\": `ast` rules cannot match {} files (no \
+                         syntax grammar); languages with one: {}; for {} use a line rule \
+                         (`pattern`)",
+                        key(&format!("languages[{i}]")),
+                        lang.as_ref().as_str(),
+                        lang.as_ref().as_str(),
+                        supported_languages(),
+                        lang.as_ref().as_str(),
                     ),
                 ));
             }
-            let flow = raw.flow.take().map(Spanned::into_inner).unwrap_or_default();
+            let raw_flow = raw.flow.take().map(Spanned::into_inner);
+            let flow = raw_flow
+                .as_ref()
+                .map(RawFlow::conditions)
+                .unwrap_or_default();
             // ast-grep ignores unknown keys inside relational rules and in the names of
             // `constraints`/`utils` (serde's `flatten`), so a typo such as `stopby` would
             // silently change what the rule matches: check every key first.
             let value = ast.into_inner();
-            check_ast_keys(&value)
-                .map_err(|message| src.invalid(&span, format!("rule `{rule_id}`: {message}")))?;
+            check_ast_keys(&value).map_err(|message| {
+                src.invalid(
+                    &span,
+                    format!("rule `{rule_id}`: {}: {message}", key("ast")),
+                )
+            })?;
+            // A pattern that does not parse loads in ast-grep and never matches: refuse it,
+            // pointing at the pattern's own line when it can be found. (The built-in files are
+            // checked by the test suite, not at every start.)
+            let grammars = match checks {
+                Checks::All => languages.iter().flat_map(|l| grammars_for(*l)).collect(),
+                Checks::Deferred => Vec::new(),
+            };
+            for grammar in grammars {
+                check_patterns(&value, grammar).map_err(|bad| {
+                    let at = find_after(src, span.start, &bad.pattern).unwrap_or(span.clone());
+                    src.invalid(
+                        &at,
+                        format!(
+                            "rule `{rule_id}`: `{}` = `{}` {}",
+                            key(&bad.key),
+                            bad.pattern,
+                            bad.message
+                        ),
+                    )
+                })?;
+            }
             let core: SerializableRuleCore = value.try_into().map_err(|e: toml::de::Error| {
                 src.invalid(
                     &span,
                     format!(
-                        "rule `{rule_id}`: invalid `ast`: {}",
+                        "rule `{rule_id}`: invalid `{}`: {}",
+                        key("ast"),
                         e.message().trim_end()
                     ),
                 )
             })?;
             let syntax = SyntaxRule::new(core, flow, &languages);
             if checks == Checks::All {
-                syntax.compile_now().map_err(|message| {
-                    src.invalid(&span, format!("rule `{rule_id}`: {message}"))
+                syntax.compile_now().map_err(|error| match error {
+                    CompileError::UnboundFlow {
+                        condition,
+                        index: i,
+                        message,
+                    } => {
+                        let at = raw_flow
+                            .as_ref()
+                            .and_then(|f| f.entries(condition).get(i))
+                            .map_or(span.clone(), Spanned::span);
+                        src.invalid(
+                            &at,
+                            format!(
+                                "rule `{rule_id}`: `{}` {message}",
+                                key(&format!("flow.{condition}[{i}]"))
+                            ),
+                        )
+                    }
+                    CompileError::Ast {
+                        key: at,
+                        message,
+                        culprit,
+                    } => {
+                        // Point at the value at fault when it is found as written.
+                        let place = culprit
+                            .and_then(|c| {
+                                find_after(src, span.start, &format!("'{c}'"))
+                                    .or_else(|| find_after(src, span.start, &format!("\"{c}\"")))
+                            })
+                            .unwrap_or(span.clone());
+                        src.invalid(
+                            &place,
+                            format!("rule `{rule_id}`: `{}`: {message}", key(at)),
+                        )
+                    }
                 })?;
             }
             Matcher::Syntax(Arc::new(syntax))
@@ -491,6 +604,14 @@ fn compile_rule(
             .collect(),
     };
     Ok(rule)
+}
+
+/// The span of the first occurrence of `needle` in the file at or after byte `from` (to point
+/// an error at an `ast` pattern's own line), if it occurs as written.
+fn find_after(src: &Source<'_>, from: usize, needle: &str) -> Option<Range<usize>> {
+    let text = src.lines.text();
+    let start = from + text.get(from..)?.find(needle)?;
+    Some(start..start + needle.len())
 }
 
 /// Compiles `pattern` and `not`, rejecting ones that match the empty string, and checks the

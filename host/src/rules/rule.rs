@@ -338,6 +338,23 @@ impl Rule {
         }
     }
 
+    /// Whether `other` flags exactly what this rule flags: the same matcher (`pattern` and
+    /// `not`, or `ast` and `flow`), `languages`, `paths` and `exclude_paths`. Messages, ids and
+    /// severities may differ.
+    pub(super) fn same_matcher(&self, other: &Rule) -> bool {
+        let matcher = match (&self.matcher, &other.matcher) {
+            (Matcher::Line(a), Matcher::Line(b)) => {
+                a.pattern_source == b.pattern_source && a.not_source == b.not_source
+            }
+            (Matcher::Syntax(a), Matcher::Syntax(b)) => a.same_as(b),
+            _ => false,
+        };
+        matcher
+            && self.languages == other.languages
+            && self.paths.globs == other.paths.globs
+            && self.exclude_paths.globs == other.exclude_paths.globs
+    }
+
     /// The syntax part of a syntax rule.
     pub(super) fn syntax(&self) -> Option<&SyntaxRule> {
         match &self.matcher {

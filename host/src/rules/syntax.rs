@@ -87,9 +87,15 @@ pub(super) fn supported_languages() -> String {
 /// relational sub-rules (`has`, `inside`, `follows`, `precedes`) match nodes of the same
 /// file, so any of them with anchors gives the rule's; `all` likewise; `any` needs anchors for
 /// each alternative and takes them all. `not`, `kind`, `regex`, `matches` and contextual
-/// patterns give none. Of several candidates the one with the longest shortest word wins (the
-/// rarest text, as a rule of thumb).
-fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
+/// patterns give none. A constraint (from `constraints`, the `ast` table's) on a metavariable
+/// every match of the rule object binds ([`always_bound`]) gives its words too: so each
+/// branch of an `any` is anchored by the constraints of the variables it binds
+/// (`$CUR.$M($Q)` by `$M`'s words, `text($Q)` by `text`). Of several candidates the one with
+/// the longest shortest word wins (the rarest text, as a rule of thumb).
+fn anchors(
+    rule: &serde_json::Value,
+    constraints: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<Vec<String>> {
     let object = rule.as_object()?;
     let mut candidates: Vec<Vec<String>> = Vec::new();
     if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str())
@@ -110,15 +116,25 @@ fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
         );
     }
     for key in ["has", "inside", "follows", "precedes"] {
-        if let Some(sub) = object.get(key).and_then(anchors) {
+        if let Some(sub) = object.get(key).and_then(|r| anchors(r, constraints)) {
             candidates.push(sub);
         }
     }
     if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
-        candidates.extend(all.iter().filter_map(anchors));
+        candidates.extend(all.iter().filter_map(|r| anchors(r, constraints)));
+    }
+    if let Some(constraints) = constraints {
+        let bound = always_bound(rule);
+        candidates.extend(
+            constraints
+                .iter()
+                .filter(|(var, _)| bound.contains(var.as_str()))
+                .filter_map(|(_, c)| anchors(c, None)),
+        );
     }
     if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
-        let alternatives: Option<Vec<Vec<String>>> = any.iter().map(anchors).collect();
+        let alternatives: Option<Vec<Vec<String>>> =
+            any.iter().map(|r| anchors(r, constraints)).collect();
         if let Some(alternatives) = alternatives.filter(|a| !a.is_empty()) {
             let mut words: Vec<String> = alternatives.into_iter().flatten().collect();
             words.sort();
@@ -131,16 +147,62 @@ fn anchors(rule: &serde_json::Value) -> Option<Vec<String>> {
         .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
 }
 
-/// [`anchors`] of a whole `ast` table (as JSON): its rule's, or a constraint's (a constraint
-/// on a metavariable of the pattern must hold for every match).
+/// [`anchors`] of a whole `ast` table (as JSON): its rule's, with its `constraints` (ast-grep
+/// checks a constraint only when its variable is bound, so one bound in a single branch of an
+/// `any` anchors that branch only).
 fn core_anchors(core: &serde_json::Value) -> Option<Vec<String>> {
-    let mut candidates: Vec<Vec<String>> = core.get("rule").and_then(anchors).into_iter().collect();
-    if let Some(constraints) = core.get("constraints").and_then(|c| c.as_object()) {
-        candidates.extend(constraints.values().filter_map(anchors));
+    let constraints = core.get("constraints").and_then(|c| c.as_object());
+    core.get("rule").and_then(|rule| anchors(rule, constraints))
+}
+
+/// Metavariables (names without `$`) that every match of the ast-grep `rule` (as JSON) binds:
+/// a pattern's single metavariables (not `$_`, not `$$$`), those of every part of an `all`
+/// and of the node's relational sub-rules, and those every branch of an `any` binds. `not`,
+/// `matches` and contextual patterns bind none that count here.
+fn always_bound(rule: &serde_json::Value) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    let Some(object) = rule.as_object() else {
+        return out;
+    };
+    if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str()) {
+        let bytes = pattern.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'$' {
+                let dollars = bytes[i..].iter().take_while(|b| **b == b'$').count();
+                let start = i + dollars;
+                let end = start
+                    + bytes[start..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || **b == b'_')
+                        .count();
+                let name = &pattern[start..end];
+                if dollars == 1 && !name.is_empty() && name != "_" && !name.starts_with('_') {
+                    out.insert(name.to_owned());
+                }
+                i = end.max(i + 1);
+            } else {
+                i += 1;
+            }
+        }
     }
-    candidates
-        .into_iter()
-        .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
+    for key in ["has", "inside", "follows", "precedes"] {
+        if let Some(sub) = object.get(key) {
+            out.extend(always_bound(sub));
+        }
+    }
+    if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
+        for sub in all {
+            out.extend(always_bound(sub));
+        }
+    }
+    if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
+        let mut branches = any.iter().map(always_bound);
+        if let Some(first) = branches.next() {
+            out.extend(branches.fold(first, |acc, b| acc.intersection(&b).cloned().collect()));
+        }
+    }
+    out
 }
 
 /// The longest identifier-like word of an ast-grep pattern that is not part of a
@@ -185,15 +247,6 @@ pub struct FlowConditions {
 }
 
 impl FlowConditions {
-    /// Every metavariable named, without a leading `$`.
-    pub(super) fn variables(&self) -> impl Iterator<Item = &str> {
-        self.dynamic
-            .iter()
-            .chain(&self.not_constant)
-            .chain(&self.input)
-            .map(|v| v.trim_start_matches('$'))
-    }
-
     fn is_empty(&self) -> bool {
         self.dynamic.is_empty() && self.not_constant.is_empty() && self.input.is_empty()
     }
@@ -203,6 +256,8 @@ impl FlowConditions {
 /// the rule compiled per grammar.
 pub(super) struct SyntaxRule {
     core: SerializableRuleCore,
+    /// `core` as JSON, to tell identical rules apart from different ones ([`Self::same_as`]).
+    core_json: serde_json::Value,
     flow: FlowConditions,
     /// Words one of which a file's text must contain for the rule to match anything in it
     /// ([`anchors`]); `None` when the rule has no such words (a `kind` or `regex` rule).
@@ -219,6 +274,43 @@ impl std::fmt::Debug for SyntaxRule {
             .field("grammars", &self.grammars)
             .field("flow", &self.flow)
             .finish_non_exhaustive()
+    }
+}
+
+/// Why a syntax rule does not compile ([`SyntaxRule::compile`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CompileError {
+    /// The `ast` table does not compile for one of the rule's grammars: the key at fault
+    /// (`ast.rule`, `ast.constraints`, ...) and why, in the rule file's words.
+    Ast {
+        /// Where in the rule, e.g. `ast.rule`.
+        key: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+        /// The value at fault as written (an unknown kind), to find its line.
+        culprit: Option<String>,
+    },
+    /// `flow.<condition>[index]` names a metavariable the `ast` rule does not bind.
+    UnboundFlow {
+        /// `dynamic`, `not_constant` or `input`.
+        condition: &'static str,
+        /// 0-based index in that list.
+        index: usize,
+        /// What is wrong (names the variable and the ones the rule binds).
+        message: String,
+    },
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompileError::Ast { key, message, .. } => write!(f, "`{key}`: {message}"),
+            CompileError::UnboundFlow {
+                condition,
+                index,
+                message,
+            } => write!(f, "`flow.{condition}[{index}]` {message}"),
+        }
     }
 }
 
@@ -265,11 +357,11 @@ impl SyntaxRule {
         let mut grammars: Vec<SupportLang> =
             languages.iter().flat_map(|l| grammars_for(*l)).collect();
         grammars.dedup();
-        let anchors = serde_json::to_value(&core)
-            .ok()
-            .and_then(|core| core_anchors(&core));
+        let core_json = serde_json::to_value(&core).unwrap_or_default();
+        let anchors = core_anchors(&core_json);
         SyntaxRule {
             core,
+            core_json,
             flow,
             anchors,
             grammars,
@@ -281,29 +373,50 @@ impl SyntaxRule {
     /// metavariables the rule defines.
     ///
     /// # Errors
-    /// The grammar and ast-grep's message (a pattern that does not parse, an unknown kind, an
-    /// undefined metavariable, ...), as text.
-    pub(super) fn compile(&self) -> Result<HashMap<SupportLang, RuleCore>, String> {
+    /// [`CompileError::Ast`] with ast-grep's error retold ([`super::ast_check::explain`]: an
+    /// unknown kind, a pattern that is not one node, an undefined metavariable, ...);
+    /// [`CompileError::UnboundFlow`] for a `flow` entry the rule does not bind.
+    pub(super) fn compile(&self) -> Result<HashMap<SupportLang, RuleCore>, CompileError> {
         let mut out = HashMap::new();
         for &grammar in &self.grammars {
             let core = self
                 .core
                 .get_matcher(DeserializeEnv::new(grammar))
-                .map_err(|e| format!("invalid `ast` rule for {grammar}: {}", error_chain(&e)))?;
+                .map_err(|e| {
+                    let explained = super::ast_check::explain(grammar, &e);
+                    CompileError::Ast {
+                        key: explained.key,
+                        message: explained.message,
+                        culprit: explained.culprit,
+                    }
+                })?;
             let defined = core.defined_vars();
-            for var in self.flow.variables() {
-                if !defined.contains(var) {
+            let conditions = [
+                ("dynamic", &self.flow.dynamic),
+                ("not_constant", &self.flow.not_constant),
+                ("input", &self.flow.input),
+            ];
+            for (condition, vars) in conditions {
+                for (index, var) in vars.iter().enumerate() {
+                    let var = var.trim_start_matches('$');
+                    if defined.contains(var) {
+                        continue;
+                    }
                     let mut known: Vec<String> = defined.iter().map(|v| format!("${v}")).collect();
                     known.sort();
-                    return Err(format!(
-                        "`flow` names `${var}`, which the `ast` rule does not bind (it binds: \
-                         {}; names are case-sensitive)",
-                        if known.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            known.join(", ")
-                        }
-                    ));
+                    return Err(CompileError::UnboundFlow {
+                        condition,
+                        index,
+                        message: format!(
+                            "names `${var}`, which the `ast` rule does not bind (it binds: {}; \
+                             names are case-sensitive)",
+                            if known.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    });
                 }
             }
             out.insert(grammar, core);
@@ -312,7 +425,10 @@ impl SyntaxRule {
     }
 
     /// Compiles now (rule files), so later use cannot fail.
-    pub(super) fn compile_now(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// As [`SyntaxRule::compile`].
+    pub(super) fn compile_now(&self) -> Result<(), CompileError> {
         let compiled = self.compile()?;
         let _ = self.compiled.set(compiled);
         Ok(())
@@ -333,6 +449,15 @@ impl SyntaxRule {
         self.anchors
             .as_ref()
             .is_none_or(|words| words.iter().any(|w| lower_text.contains(w.as_str())))
+    }
+
+    /// Whether `other` matches exactly what this rule matches: the same `ast` table (keys in
+    /// any order), `flow` conditions and grammars.
+    pub(super) fn same_as(&self, other: &SyntaxRule) -> bool {
+        self.grammars == other.grammars
+            && self.flow == other.flow
+            && self.anchors == other.anchors
+            && self.core_json == other.core_json
     }
 
     /// Whether the rule is compiled for `grammar`.
@@ -435,19 +560,6 @@ impl SyntaxTree {
     pub fn grammar(&self) -> SupportLang {
         self.grammar
     }
-}
-
-/// An error and its sources, joined: ast-grep's top-level messages ("`rule` is not
-/// configured correctly.") say where, their sources say what.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string().trim_end_matches('.').to_owned();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(e.to_string().trim_end_matches('.'));
-        source = e.source();
-    }
-    text
 }
 
 #[cfg(test)]
@@ -772,6 +884,21 @@ mod tests {
                 "rule.kind = 'call'\nrule.has = { field = 'function', regex = '^md5\\.New$' }"
             ),
             words(&["md5.new"])
+        );
+        // A constraint anchors only the branches that bind its variable.
+        assert_eq!(
+            anchors_of(
+                "rule.any = [{ pattern = '$C.$M($Q)' }, { pattern = 'text($Q)' }]\n\
+                 constraints.M = { regex = '^(execute|executemany)$' }"
+            ),
+            words(&["execute", "text"])
+        );
+        assert_eq!(
+            anchors_of(
+                "rule.any = [{ pattern = '$C.$M($Q)' }, { pattern = '$F($Q)' }]\n\
+                 constraints.M = { regex = '^(execute|executemany)$' }"
+            ),
+            None
         );
         // One alternative without words: no anchor for the whole `any`.
         assert_eq!(

@@ -173,3 +173,68 @@ fn an_added_flow_line_flags_an_unchanged_sink() {
         run.describe()
     );
 }
+
+/// A team's copy of a built-in syntax rule under another id (the fresh user's trial): one
+/// finding per problem, the team's, and a `rules.duplicate_rule` warning naming both ids.
+#[test]
+fn a_copy_of_a_builtin_rule_reports_once_and_warns() {
+    const COPY: &str = r#"id = "team-copy"
+version = "1"
+
+[[rules]]
+id = "team.sql"
+title = "SQL built from strings"
+category = "security"
+severity = "high"
+confidence = "high"
+languages = ["python"]
+message = "Our words."
+ast.rule.any = [
+    { pattern = "$CUR.$M($Q)" },
+    { pattern = "$CUR.$M($Q, $$$REST)" },
+    { pattern = "text($Q)" },
+]
+ast.constraints.M = { regex = "^(execute|executemany|executescript|raw|mogrify|read_sql|read_sql_query)$" }
+flow.dynamic = ["Q"]
+"#;
+    let mut repo = TestRepo::new();
+    repo.write("app/db.py", BASE);
+    repo.commit("base");
+    repo.git(&["branch", "base"]);
+    repo.write("app/db.py", HEAD);
+    repo.commit("head");
+    let rules = repo.path().join("rules");
+    std::fs::create_dir_all(&rules).expect("rules dir");
+    std::fs::write(rules.join("copy.toml"), COPY).expect("write rules");
+    let run = repo.review(&[
+        "--base",
+        "base",
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+        "--rules-dir",
+        rules.to_str().expect("utf-8"),
+    ]);
+    run.assert_code(0);
+    let sql: Vec<(String, u32)> = run
+        .findings()
+        .iter()
+        .filter(|f| f.start_line == 15)
+        .map(|f| (f.rule_id.clone().expect("rule id"), f.start_line))
+        .collect();
+    assert_eq!(sql, vec![("team.sql".to_owned(), 15)], "{}", run.describe());
+    let warnings = run.warnings();
+    let duplicate = warnings
+        .iter()
+        .find(|w| w.code == "rules.duplicate_rule")
+        .unwrap_or_else(|| panic!("no duplicate warning: {}", run.describe()));
+    assert!(
+        duplicate
+            .message
+            .contains("`python.sql-injection` (builtin:")
+            && duplicate.message.contains("`team.sql` (local:copy.toml:5)"),
+        "{duplicate:?}"
+    );
+    assert!(duplicate.remediation.is_some());
+}
