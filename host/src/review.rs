@@ -893,24 +893,25 @@ fn file_matches<'a>(
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<FileMatches<'a>> = files.iter().map(|_| FileMatches::default()).collect();
+    // Each worker, the calling thread included, takes the next file until none is left.
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(file) = files.get(i) else { break };
+            done.push((i, one(file)));
+        }
+        done
+    };
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(file) = files.get(i) else { break };
-                        done.push((i, one(file)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for worker in workers {
-            let done = worker
+        let workers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mine = work();
+        let joined = workers.into_iter().map(|worker| {
+            worker
                 .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        for done in std::iter::once(mine).chain(joined) {
             for (i, matches) in done {
                 results[i] = matches;
             }

@@ -400,37 +400,39 @@ fn file_changes(
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut results: Vec<Option<Result<Outcome, RepoError>>> =
         changes.iter().map(|_| None).collect();
+    // Each worker, the calling thread included, takes the next file until none is left.
+    let work = |repo: &gix::Repository| {
+        let mut done = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(slot) = changes.get(i) else { break };
+            let change = slot.lock().ok().and_then(|mut c| c.take());
+            let Some((old, new, kind)) = change else {
+                break;
+            };
+            let result = if interrupted() {
+                Err(RepoError::Interrupted)
+            } else {
+                file_change(repo, old, new, kind, options)
+            };
+            if result.is_err() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            done.push((i, result));
+        }
+        done
+    };
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let repo = shared.to_thread_local();
-                    let mut done = Vec::new();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(slot) = changes.get(i) else { break };
-                        let change = slot.lock().ok().and_then(|mut c| c.take());
-                        let Some((old, new, kind)) = change else {
-                            break;
-                        };
-                        let result = if interrupted() {
-                            Err(RepoError::Interrupted)
-                        } else {
-                            file_change(&repo, old, new, kind, options)
-                        };
-                        if result.is_err() {
-                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        done.push((i, result));
-                    }
-                    done
-                })
-            })
+        let workers: Vec<_> = (1..threads)
+            .map(|_| scope.spawn(|| work(&shared.to_thread_local())))
             .collect();
-        for worker in workers {
-            let done = worker
+        let mine = work(repo);
+        let joined = workers.into_iter().map(|worker| {
+            worker
                 .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        for done in std::iter::once(mine).chain(joined) {
             for (i, result) in done {
                 results[i] = Some(result);
             }
@@ -608,18 +610,25 @@ fn loose_size_bound(repo: &gix::Repository, id: ObjectId) -> Option<u64> {
 /// Mark added lines whose text (terminator aside) is also removed in the same hunk: they were
 /// re-terminated or moved, not written (see [`DiffLine::same_text_removed`]).
 fn mark_same_text_removed(lines: &mut [DiffLine]) {
-    let mut removed: HashMap<String, u32> = HashMap::new();
+    // Keyed by the lines' own text (no copy per removed line: most of a large diff's lines).
+    let mut removed: HashMap<&str, u32> = HashMap::new();
     for line in lines.iter().filter(|l| l.kind == LineKind::Removed) {
-        *removed.entry(line.text.clone()).or_default() += 1;
+        *removed.entry(line.text.as_str()).or_default() += 1;
     }
     if removed.is_empty() {
         return;
     }
-    for line in lines.iter_mut().filter(|l| l.kind == LineKind::Added) {
-        if let Some(count) = removed.get_mut(&line.text).filter(|c| **c > 0) {
+    let mut marked = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.kind == LineKind::Added
+            && let Some(count) = removed.get_mut(line.text.as_str()).filter(|c| **c > 0)
+        {
             *count -= 1;
-            line.same_text_removed = true;
+            marked.push(i);
         }
+    }
+    for i in marked {
+        lines[i].same_text_removed = true;
     }
 }
 
