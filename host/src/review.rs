@@ -607,40 +607,39 @@ fn pipeline(
     let mut candidates = Vec::new();
     let known_ids: std::collections::HashSet<&str> = selection.rules().map(|r| r.id()).collect();
     let mut unknown_ignores: Vec<(&String, u32, &str)> = Vec::new();
-    let mut syntax = syntax_matches(&in_scope, &selection, &|| control.is_cancelled()).into_iter();
+    let mut found = file_matches(&in_scope, &selection, &|| control.is_cancelled()).into_iter();
     for file in &in_scope {
         control.step()?;
         let first_candidate = candidates.len();
-        let matcher = selection.file_matcher(&file.path);
+        let FileMatches { lines, syntax } = found.next().unwrap_or_default();
+        // An ignore comment the merge request adds that names no loaded rule suppresses
+        // nothing: most likely a typo, said once the analyzers' rule ids are known too.
         for (line_no, text) in file.added_lines() {
-            // An ignore comment the merge request adds that names no loaded rule suppresses
-            // nothing: most likely a typo, said once the analyzers' rule ids are known too.
             for id in ignored_rule_ids(text) {
                 if !known_ids.contains(id) {
                     unknown_ignores.push((&file.path, line_no, id));
                 }
             }
-            for (rule, _) in matcher.matches(text) {
-                let above = line_no
-                    .checked_sub(2)
-                    .and_then(|i| file.new_lines.get(i as usize))
-                    .map(String::as_str);
-                if is_suppressed(rule.id(), text, above) {
-                    continue;
-                }
-                candidates.push(Candidate {
-                    path: &file.path,
-                    file_lines: &file.new_lines,
-                    line: line_no,
-                    end_line: line_no,
-                    text,
-                    rule,
-                    flow: Vec::new(),
-                });
-            }
         }
-        let matches = syntax.next().unwrap_or_default();
-        syntax_candidates(file, matches, &mut candidates, first_candidate);
+        for (line_no, text, rule) in lines {
+            let above = line_no
+                .checked_sub(2)
+                .and_then(|i| file.new_lines.get(i as usize))
+                .map(String::as_str);
+            if is_suppressed(rule.id(), text, above) {
+                continue;
+            }
+            candidates.push(Candidate {
+                path: &file.path,
+                file_lines: &file.new_lines,
+                line: line_no,
+                end_line: line_no,
+                text,
+                rule,
+                flow: Vec::new(),
+            });
+        }
+        syntax_candidates(file, syntax, &mut candidates, first_candidate);
     }
 
     let mut analyzer_runs = Vec::new();
@@ -981,20 +980,41 @@ fn quote_lines(lines: &[&str]) -> String {
     quote
 }
 
-/// The selected syntax rules' matches in each file (in `files` order), parsing files on every
-/// core the machine has: parsing and matching are most of a review's time, and files are
-/// independent. A file without added lines gets none, and so does every file not started
-/// when `cancelled` turns true (the rules stage then stops at its next step).
-fn syntax_matches<'a>(
+/// What the selected rules match in one changed file, before inline suppressions.
+#[derive(Default)]
+struct FileMatches<'a> {
+    /// Line rules' matches on added lines: `(line number, line text, rule)`, in line order,
+    /// then [`crate::rules::Selection::rules`] order.
+    lines: Vec<(u32, &'a str, &'a crate::rules::Rule)>,
+    /// Syntax rules' matches anywhere in the file's new side.
+    syntax: Vec<(&'a crate::rules::Rule, crate::rules::SyntaxMatch)>,
+}
+
+/// The selected rules' matches in each file (in `files` order), on every core the machine
+/// has (at most 8 threads): parsing, matching syntax trees and the line rules' regexes are
+/// most of a review's time, and files are independent. A file without added lines gets none,
+/// and so does every file not started when `cancelled` turns true (the rules stage then stops
+/// at its next step).
+fn file_matches<'a>(
     files: &[&'a crate::repo::FileDiff],
-    selection: &crate::rules::Selection<'a>,
+    selection: &'a crate::rules::Selection<'a>,
     cancelled: &(dyn Fn() -> bool + Sync),
-) -> Vec<Vec<(&'a crate::rules::Rule, crate::rules::SyntaxMatch)>> {
-    let one = |file: &crate::repo::FileDiff| {
+) -> Vec<FileMatches<'a>> {
+    let one = |file: &'a crate::repo::FileDiff| {
         if file.additions == 0 || cancelled() {
-            return Vec::new();
+            return FileMatches::default();
         }
-        selection.syntax_matches(&file.path, &file.new_lines.join("\n"))
+        let matcher = selection.file_matcher(&file.path);
+        let mut lines = Vec::new();
+        if !matcher.is_empty() {
+            for (line_no, text) in file.added_lines() {
+                lines.extend(matcher.matches(text).map(|(rule, _)| (line_no, text, rule)));
+            }
+        }
+        FileMatches {
+            lines,
+            syntax: selection.syntax_matches(&file.path, &file.new_lines.join("\n")),
+        }
     };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -1004,25 +1024,26 @@ fn syntax_matches<'a>(
         return files.iter().map(|f| one(f)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Vec<_>> = files.iter().map(|_| Vec::new()).collect();
+    let mut results: Vec<FileMatches<'a>> = files.iter().map(|_| FileMatches::default()).collect();
+    // Each worker, the calling thread included, takes the next file until none is left.
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(file) = files.get(i) else { break };
+            done.push((i, one(file)));
+        }
+        done
+    };
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(file) = files.get(i) else { break };
-                        done.push((i, one(file)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for worker in workers {
-            let done = worker
+        let workers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mine = work();
+        let joined = workers.into_iter().map(|worker| {
+            worker
                 .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        for done in std::iter::once(mine).chain(joined) {
             for (i, matches) in done {
                 results[i] = matches;
             }

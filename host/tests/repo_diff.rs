@@ -815,3 +815,57 @@ fn renames_pair_the_files_git_pairs() {
         "renames and non-renames: {git:?}"
     );
 }
+
+/// The size limit holds whether a blob is read after its header or, as a small loose object,
+/// straight away: a blob one byte over it is skipped however well it compresses (its loose
+/// file is a few hundred bytes), one at the limit is diffed, loose or packed.
+#[test]
+fn the_size_limit_holds_for_loose_and_packed_blobs() {
+    const LIMIT: usize = 100_000;
+    let mut repo = TestRepo::new();
+    repo.write("keep.txt", "base\n");
+    let base = repo.commit("base");
+    let at_limit = format!("{}\n", "a".repeat(LIMIT - 1));
+    let over_limit = format!("{}\n", "a".repeat(LIMIT));
+    repo.write("at_limit.txt", &at_limit)
+        .write("over_limit.txt", &over_limit)
+        .write("small.txt", "one\ntwo\n");
+    let head = repo.commit("head");
+    let options = DiffOptions {
+        max_file_bytes: LIMIT as u64,
+        ..DiffOptions::default()
+    };
+    let check = |packed: bool| {
+        let r = Repository::open(repo.path()).expect("open");
+        let (base_id, head_id) = (
+            r.resolve(&base).expect("base").id,
+            r.resolve(&head).expect("head").id,
+        );
+        let diff = r.diff(base_id, head_id, &options).expect("diff");
+        let diffed: Vec<(&str, usize)> = diff
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.new_lines.len()))
+            .collect();
+        assert_eq!(
+            diffed,
+            [("at_limit.txt", 1), ("small.txt", 2)],
+            "packed: {packed}"
+        );
+        let skipped: Vec<(&str, &str)> = diff
+            .skipped
+            .iter()
+            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [("over_limit.txt", "too_large")],
+            "packed: {packed}"
+        );
+    };
+    check(false);
+    repo.git(&["gc", "--quiet", "--prune=now"]);
+    let loose = repo.git(&["count-objects"]);
+    assert!(loose.starts_with("0 objects"), "{loose}");
+    check(true);
+}

@@ -1,6 +1,13 @@
 //! Commit-to-commit diffs: tree changes from gix (with rename detection), line diffs from
 //! `imara-diff` (Myers, git's default, with git's hunk placement heuristics), unified hunks
 //! with context.
+//!
+//! Files are read and line-diffed on several threads once there are enough of them
+//! ([`MIN_FILES_PER_THREAD`]); the result does not depend on it (files and skipped files come
+//! out in path order; an error is the one a diff on one thread would meet first). A blob's
+//! size is checked against [`DiffOptions::max_file_bytes`] from its header before it is
+//! loaded, unless it is a loose object whose file is too small to hold that much
+//! ([`MAX_DEFLATE_RATIO`]).
 
 use std::collections::HashMap;
 
@@ -23,8 +30,9 @@ pub struct DiffOptions {
     pub context_lines: u32,
     /// Detect renames (git's default 50% similarity). Default true.
     pub detect_renames: bool,
-    /// Asked before each file's line diff: returning `true` stops the diff with
-    /// [`RepoError::Interrupted`], so a cancelled review does not diff the rest. Default none.
+    /// Asked before each file's line diff (from the diff's threads): returning `true` stops
+    /// the diff with [`RepoError::Interrupted`], so a cancelled review does not diff the rest.
+    /// Default none.
     pub interrupt: Option<Interrupt>,
 }
 
@@ -335,21 +343,115 @@ pub(super) fn diff_commits(
             .flatten()
             .map(|new| (None, Some(new), ChangeKind::Added)),
     );
-    for (old, new, kind) in rest {
-        if old.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
-            || new.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
-        {
-            // Directories: their files are reported individually.
-            continue;
+    // Directories: their files are reported individually.
+    rest.retain(|(old, new, _)| {
+        !(old.as_ref().is_some_and(|s| s.kind == EntryKind::Tree)
+            || new.as_ref().is_some_and(|s| s.kind == EntryKind::Tree))
+    });
+    for outcome in file_changes(repo, rest, options)? {
+        match outcome {
+            Outcome::Diffed(file) => out.files.push(file),
+            Outcome::Skipped(file) => out.skipped.push(file),
         }
-        if options.interrupt.as_ref().is_some_and(|stop| (stop.0)()) {
-            return Err(RepoError::Interrupted);
-        }
-        file_change(repo, old, new, kind, options, &mut out)?;
     }
     out.files.sort_by(|a, b| a.path.cmp(&b.path));
     out.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// Fewest changed files worth diffing on more than one thread (below it, starting threads
+/// costs more than it saves).
+const MIN_FILES_PER_THREAD: usize = 16;
+
+/// One changed file's [`Outcome`] per entry of `changes`, in their order, diffing files on
+/// up to [`available_parallelism`](std::thread::available_parallelism) threads (at most 8,
+/// and one per [`MIN_FILES_PER_THREAD`] files): reading blobs and line diffs are most of a
+/// diff's time, and files are independent.
+///
+/// # Errors
+/// [`RepoError::Interrupted`] when the interrupt asks to stop before a file; otherwise the
+/// first failing file's error, in `changes` order (as a diff on one thread would report it).
+fn file_changes(
+    repo: &gix::Repository,
+    changes: Vec<(Option<Side>, Option<Side>, ChangeKind)>,
+    options: &DiffOptions,
+) -> Result<Vec<Outcome>, RepoError> {
+    let interrupted = || options.interrupt.as_ref().is_some_and(|stop| (stop.0)());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8)
+        .min(changes.len() / MIN_FILES_PER_THREAD);
+    if threads <= 1 {
+        let mut out = Vec::with_capacity(changes.len());
+        for (old, new, kind) in changes {
+            if interrupted() {
+                return Err(RepoError::Interrupted);
+            }
+            out.push(file_change(repo, old, new, kind, options)?);
+        }
+        return Ok(out);
+    }
+    let shared = repo.clone().into_sync();
+    let changes: Vec<std::sync::Mutex<Option<_>>> = changes
+        .into_iter()
+        .map(|c| std::sync::Mutex::new(Some(c)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut results: Vec<Option<Result<Outcome, RepoError>>> =
+        changes.iter().map(|_| None).collect();
+    // Each worker, the calling thread included, takes the next file until none is left.
+    let work = |repo: &gix::Repository| {
+        let mut done = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(slot) = changes.get(i) else { break };
+            let change = slot.lock().ok().and_then(|mut c| c.take());
+            let Some((old, new, kind)) = change else {
+                break;
+            };
+            let result = if interrupted() {
+                Err(RepoError::Interrupted)
+            } else {
+                file_change(repo, old, new, kind, options)
+            };
+            if result.is_err() {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            done.push((i, result));
+        }
+        done
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (1..threads)
+            .map(|_| scope.spawn(|| work(&shared.to_thread_local())))
+            .collect();
+        let mine = work(repo);
+        let joined = workers.into_iter().map(|worker| {
+            worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        for done in std::iter::once(mine).chain(joined) {
+            for (i, result) in done {
+                results[i] = Some(result);
+            }
+        }
+    });
+    // A file left undone was stopped by an earlier one's error or the interrupt, which
+    // comes first in order.
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(RepoError::Interrupted)))
+        .collect()
+}
+
+/// What became of one changed file.
+enum Outcome {
+    /// Diffed as text (or a mode change, or a deletion of an unreadable file).
+    Diffed(FileDiff),
+    /// Not diffed: its new side is not reviewable text.
+    Skipped(SkippedFile),
 }
 
 fn file_change(
@@ -358,8 +460,7 @@ fn file_change(
     new: Option<Side>,
     kind: ChangeKind,
     options: &DiffOptions,
-    out: &mut Diff,
-) -> Result<(), RepoError> {
+) -> Result<Outcome, RepoError> {
     let path = new
         .as_ref()
         .or(old.as_ref())
@@ -379,8 +480,7 @@ fn file_change(
         new_lines: Vec::new(),
     };
     if kind == ChangeKind::ModeChanged {
-        out.files.push(file);
-        return Ok(());
+        return Ok(Outcome::Diffed(file));
     }
 
     // The new side decides whether there is anything to review.
@@ -389,12 +489,11 @@ fn file_change(
         Some(side) => match read_text(repo, side, options)? {
             Ok(text) => Some(text),
             Err((reason, detail)) => {
-                out.skipped.push(SkippedFile {
+                return Ok(Outcome::Skipped(SkippedFile {
                     path,
                     reason,
                     detail,
-                });
-                return Ok(());
+                }));
             }
         },
     };
@@ -407,10 +506,7 @@ fn file_change(
         Some(side) => match read_text(repo, side, options)? {
             Ok(text) => text,
             Err(_) if new_text.is_some() => String::new(),
-            Err(_) => {
-                out.files.push(file);
-                return Ok(());
-            }
+            Err(_) => return Ok(Outcome::Diffed(file)),
         },
     };
     let new_text = new_text.unwrap_or_default();
@@ -421,8 +517,7 @@ fn file_change(
     if new.is_some() {
         file.new_lines = split_lines(&new_text).map(|(l, _)| l.to_owned()).collect();
     }
-    out.files.push(file);
-    Ok(())
+    Ok(Outcome::Diffed(file))
 }
 
 /// One side's content as text, or why it cannot be reviewed as text. Checks cheap facts
@@ -448,23 +543,29 @@ fn read_text(
         }
         _ => {}
     }
-    if !repo.has_object(side.id) {
-        let detail = format!(
-            "blob {} is not in the local object database (partial clone?)",
-            side.id
-        );
-        return Ok(Err((SkipReason::MissingObject, detail)));
-    }
-    let size = repo
-        .find_header(side.id)
-        .map_err(|e| read_error(format!("blob {}", side.id), e))?
-        .size();
-    if size > options.max_file_bytes {
-        let detail = format!(
-            "{size} bytes is over the {}-byte limit",
-            options.max_file_bytes
-        );
-        return Ok(Err((SkipReason::TooLarge, detail)));
+    // Reading a loose object's header maps and inflates its file as reading it whole does:
+    // skip it when the file is too small to hold a blob over the limit.
+    let surely_small =
+        loose_size_bound(repo, side.id).is_some_and(|bound| bound <= options.max_file_bytes);
+    if !surely_small {
+        let Some(header) = repo
+            .try_find_header(side.id)
+            .map_err(|e| read_error(format!("blob {}", side.id), e))?
+        else {
+            let detail = format!(
+                "blob {} is not in the local object database (partial clone?)",
+                side.id
+            );
+            return Ok(Err((SkipReason::MissingObject, detail)));
+        };
+        let size = header.size();
+        if size > options.max_file_bytes {
+            let detail = format!(
+                "{size} bytes is over the {}-byte limit",
+                options.max_file_bytes
+            );
+            return Ok(Err((SkipReason::TooLarge, detail)));
+        }
     }
     let bytes = repo
         .find_blob(side.id)
@@ -484,21 +585,50 @@ fn read_text(
     }
 }
 
+/// Most bytes deflate (zlib's format, which loose objects are stored in) turns one byte into:
+/// its technical limit of 1032:1 (zlib's FAQ, "What's the maximum compression ratio?").
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+/// An upper bound of the size of object `id` when it is stored as a loose object in the
+/// repository's object directory: its file's size times [`MAX_DEFLATE_RATIO`]. `None` when
+/// there is no such file (the object is packed, in an alternate, or missing), so the caller
+/// reads its header instead.
+fn loose_size_bound(repo: &gix::Repository, id: ObjectId) -> Option<u64> {
+    let hex = id.to_hex().to_string();
+    let path = repo
+        .objects
+        .store_ref()
+        .path()
+        .join(&hex[..2])
+        .join(&hex[2..]);
+    let metadata = std::fs::metadata(path).ok()?;
+    metadata
+        .is_file()
+        .then(|| metadata.len().saturating_mul(MAX_DEFLATE_RATIO))
+}
+
 /// Mark added lines whose text (terminator aside) is also removed in the same hunk: they were
 /// re-terminated or moved, not written (see [`DiffLine::same_text_removed`]).
 fn mark_same_text_removed(lines: &mut [DiffLine]) {
-    let mut removed: HashMap<String, u32> = HashMap::new();
+    // Keyed by the lines' own text (no copy per removed line: most of a large diff's lines).
+    let mut removed: HashMap<&str, u32> = HashMap::new();
     for line in lines.iter().filter(|l| l.kind == LineKind::Removed) {
-        *removed.entry(line.text.clone()).or_default() += 1;
+        *removed.entry(line.text.as_str()).or_default() += 1;
     }
     if removed.is_empty() {
         return;
     }
-    for line in lines.iter_mut().filter(|l| l.kind == LineKind::Added) {
-        if let Some(count) = removed.get_mut(&line.text).filter(|c| **c > 0) {
+    let mut marked = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.kind == LineKind::Added
+            && let Some(count) = removed.get_mut(line.text.as_str()).filter(|c| **c > 0)
+        {
             *count -= 1;
-            line.same_text_removed = true;
+            marked.push(i);
         }
+    }
+    for i in marked {
+        lines[i].same_text_removed = true;
     }
 }
 

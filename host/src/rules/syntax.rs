@@ -86,8 +86,10 @@ pub(super) fn supported_languages() -> String {
 /// its longest word is a necessary anchor. A rule object's fields must all hold, and its
 /// relational sub-rules (`has`, `inside`, `follows`, `precedes`) match nodes of the same
 /// file, so any of them with anchors gives the rule's; `all` likewise; `any` needs anchors for
-/// each alternative and takes them all. `not`, `kind`, `regex`, `matches` and contextual
-/// patterns give none. A constraint (from `constraints`, the `ast` table's) on a metavariable
+/// each alternative and takes them all. A contextual pattern (`{ context, selector }`) gives
+/// the longest word of its selected node, which ast-grep builds from the context for each of
+/// the rule's `grammars` ([`contextual_anchors`]). `not`, `kind`, `regex` and `matches` give
+/// none. A constraint (from `constraints`, the `ast` table's) on a metavariable
 /// every match of the rule object binds ([`always_bound`]) gives its words too: so each
 /// branch of an `any` is anchored by the constraints of the variables it binds
 /// (`$CUR.$M($Q)` by `$M`'s words, `text($Q)` by `text`). Of several candidates the one with
@@ -95,13 +97,20 @@ pub(super) fn supported_languages() -> String {
 fn anchors(
     rule: &serde_json::Value,
     constraints: Option<&serde_json::Map<String, serde_json::Value>>,
+    grammars: &[SupportLang],
 ) -> Option<Vec<String>> {
     let object = rule.as_object()?;
     let mut candidates: Vec<Vec<String>> = Vec::new();
-    if let Some(pattern) = object.get("pattern").and_then(|p| p.as_str())
-        && let Some(word) = longest_word(pattern)
-    {
-        candidates.push(vec![word.to_ascii_lowercase()]);
+    match object.get("pattern") {
+        Some(serde_json::Value::String(pattern)) => {
+            if let Some(word) = longest_word(pattern) {
+                candidates.push(vec![word.to_ascii_lowercase()]);
+            }
+        }
+        Some(serde_json::Value::Object(pattern)) => {
+            candidates.extend(contextual_anchors(pattern, grammars));
+        }
+        _ => {}
     }
     // A `regex` matches node text, so the literals every match of it contains (the line
     // prefilter's analysis, lower-cased) are in the file.
@@ -116,12 +125,15 @@ fn anchors(
         );
     }
     for key in ["has", "inside", "follows", "precedes"] {
-        if let Some(sub) = object.get(key).and_then(|r| anchors(r, constraints)) {
+        if let Some(sub) = object
+            .get(key)
+            .and_then(|r| anchors(r, constraints, grammars))
+        {
             candidates.push(sub);
         }
     }
     if let Some(all) = object.get("all").and_then(|a| a.as_array()) {
-        candidates.extend(all.iter().filter_map(|r| anchors(r, constraints)));
+        candidates.extend(all.iter().filter_map(|r| anchors(r, constraints, grammars)));
     }
     if let Some(constraints) = constraints {
         let bound = always_bound(rule);
@@ -129,12 +141,14 @@ fn anchors(
             constraints
                 .iter()
                 .filter(|(var, _)| bound.contains(var.as_str()))
-                .filter_map(|(_, c)| anchors(c, None)),
+                .filter_map(|(_, c)| anchors(c, None, grammars)),
         );
     }
     if let Some(any) = object.get("any").and_then(|a| a.as_array()) {
-        let alternatives: Option<Vec<Vec<String>>> =
-            any.iter().map(|r| anchors(r, constraints)).collect();
+        let alternatives: Option<Vec<Vec<String>>> = any
+            .iter()
+            .map(|r| anchors(r, constraints, grammars))
+            .collect();
         if let Some(alternatives) = alternatives.filter(|a| !a.is_empty()) {
             let mut words: Vec<String> = alternatives.into_iter().flatten().collect();
             words.sort();
@@ -147,12 +161,65 @@ fn anchors(
         .max_by_key(|words| words.iter().map(String::len).min().unwrap_or(0))
 }
 
-/// [`anchors`] of a whole `ast` table (as JSON): its rule's, with its `constraints` (ast-grep
-/// checks a constraint only when its variable is bound, so one bound in a single branch of an
-/// `any` anchors that branch only).
-fn core_anchors(core: &serde_json::Value) -> Option<Vec<String>> {
+/// The words of a contextual pattern (`{ context, selector, strictness }`, as JSON) one of
+/// which every match contains, or `None` when that cannot be told.
+///
+/// ast-grep parses `context` with the grammar and matches with the first `selector` node of
+/// it; a leaf of that node other than a metavariable matches only code of the same text (its
+/// kind, for an unnamed leaf such as a keyword: the same token). So the longest word of its
+/// longest leaf ([`ast_grep_core::Pattern::fixed_string`]) is in every match, for each
+/// grammar; the rule's anchors are those words of all its `grammars`. A strictness that
+/// compares less than text (`ast`, `relaxed`, `signature`, `template`) gives none, and so does
+/// a context that does not compile (the rule itself is then rejected).
+fn contextual_anchors(
+    pattern: &serde_json::Map<String, serde_json::Value>,
+    grammars: &[SupportLang],
+) -> Option<Vec<String>> {
+    let context = pattern.get("context")?.as_str()?;
+    let given = |key: &str| pattern.get(key).filter(|v| !v.is_null());
+    if let Some(strictness) = given("strictness")
+        && !matches!(strictness.as_str(), Some("smart" | "cst"))
+    {
+        return None;
+    }
+    let Some(selector) = given("selector") else {
+        return longest_word(context).map(|w| vec![w.to_ascii_lowercase()]);
+    };
+    let selector = selector.as_str()?;
+    if grammars.is_empty() {
+        return None;
+    }
+    let mut words: Vec<String> = grammars
+        .iter()
+        .map(|&grammar| {
+            let pattern = ast_grep_core::Pattern::contextual(context, selector, grammar);
+            let pattern = pattern.ok()?;
+            longest_plain_word(&pattern.fixed_string()).map(|w| w.to_ascii_lowercase())
+        })
+        .collect::<Option<_>>()?;
+    words.sort();
+    words.dedup();
+    Some(words)
+}
+
+/// The longest identifier-like word of at least three characters in `text`, taken literally
+/// (a `$` before it is part of the text, as in the key `$where`).
+fn longest_plain_word(text: &str) -> Option<&str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(|w| w.trim_start_matches(|c: char| c.is_ascii_digit()))
+        .filter(|w| w.len() >= 3)
+        .fold(None, |best: Option<&str>, w| {
+            Some(best.filter(|b| b.len() >= w.len()).unwrap_or(w))
+        })
+}
+
+/// [`anchors`] of a whole `ast` table (as JSON) compiled for `grammars`: its rule's, with its
+/// `constraints` (ast-grep checks a constraint only when its variable is bound, so one bound in
+/// a single branch of an `any` anchors that branch only).
+fn core_anchors(core: &serde_json::Value, grammars: &[SupportLang]) -> Option<Vec<String>> {
     let constraints = core.get("constraints").and_then(|c| c.as_object());
-    core.get("rule").and_then(|rule| anchors(rule, constraints))
+    core.get("rule")
+        .and_then(|rule| anchors(rule, constraints, grammars))
 }
 
 /// Metavariables (names without `$`) that every match of the ast-grep `rule` (as JSON) binds:
@@ -358,7 +425,7 @@ impl SyntaxRule {
             languages.iter().flat_map(|l| grammars_for(*l)).collect();
         grammars.dedup();
         let core_json = serde_json::to_value(&core).unwrap_or_default();
-        let anchors = core_anchors(&core_json);
+        let anchors = core_anchors(&core_json, &grammars);
         SyntaxRule {
             core,
             core_json,
@@ -857,7 +924,10 @@ mod tests {
     fn anchors_are_words_every_match_needs() {
         let anchors_of = |toml_rule: &str| {
             let core: SerializableRuleCore = toml::from_str(toml_rule).expect("rule parses");
-            core_anchors(&serde_json::to_value(&core).expect("json"))
+            core_anchors(
+                &serde_json::to_value(&core).expect("json"),
+                &[SupportLang::JavaScript, SupportLang::TypeScript],
+            )
         };
         let words = |w: &[&str]| Some(w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
         assert_eq!(
@@ -917,6 +987,32 @@ mod tests {
             None
         );
         assert_eq!(anchors_of("rule.regex = '.'"), None);
+        // A contextual pattern: the selected node's longest leaf, read literally (`$where` is
+        // no metavariable), in each grammar.
+        assert_eq!(
+            anchors_of("rule.pattern = { context = 'x = { $where: $X }', selector = 'pair' }"),
+            words(&["where"])
+        );
+        assert_eq!(
+            anchors_of(
+                "rule.any = [{ pattern = 'cookieParser($K)' }, \
+                 { pattern = { context = 'session({ secret: $K })', selector = 'pair' } }]"
+            ),
+            words(&["cookieparser", "secret"])
+        );
+        // Without a selector the context is the pattern; a strictness that ignores text gives
+        // no word.
+        assert_eq!(
+            anchors_of("rule.pattern = { context = 'eval($X)' }"),
+            words(&["eval"])
+        );
+        assert_eq!(
+            anchors_of(
+                "rule.pattern = { context = 'x = { $where: $X }', selector = 'pair', \
+                 strictness = 'signature' }"
+            ),
+            None
+        );
     }
 
     /// Skipping files by anchor never changes what a rule finds.
@@ -932,5 +1028,23 @@ mod tests {
             }
         }
         assert!(!rule.might_match("x = 1\n"));
+
+        let core: SerializableRuleCore =
+            toml::from_str("rule.pattern = { context = 'x = { $where: $X }', selector = 'pair' }")
+                .expect("rule parses");
+        let rule = SyntaxRule::new(core, FlowConditions::default(), &[Language::JavaScript]);
+        for (code, found) in [
+            ("db.find({ $where: q })\n", 1),
+            ("db.find({ where: q })\n", 0),
+            ("db.find({ id: q })\n", 0),
+        ] {
+            let tree = SyntaxTree::parse(SupportLang::JavaScript, code).expect("parses");
+            assert_eq!(rule.find_in(&tree).len(), found, "{code}");
+            assert_eq!(
+                rule.might_match(&code.to_ascii_lowercase()),
+                found > 0 || code.contains("where"),
+                "{code}"
+            );
+        }
     }
 }
