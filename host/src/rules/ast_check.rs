@@ -60,8 +60,17 @@ pub(super) struct BadPattern {
 /// # Errors
 /// The first pattern that does not parse, with its key and the first broken spot.
 pub(super) fn check_patterns(ast: &toml::Value, grammar: SupportLang) -> Result<(), BadPattern> {
+    each_rule_object(ast, |rule, key| check_rule(rule, &key, grammar))
+}
+
+/// Calls `f` on each top-level rule object of an `ast` table with its key: `ast.rule`, then
+/// every `ast.constraints.<VAR>` and `ast.utils.<name>`; stops at the first error.
+pub(super) fn each_rule_object<E>(
+    ast: &toml::Value,
+    mut f: impl FnMut(&toml::Value, String) -> Result<(), E>,
+) -> Result<(), E> {
     if let Some(rule) = ast.get("rule") {
-        check_rule(rule, "ast.rule", grammar)?;
+        f(rule, "ast.rule".to_owned())?;
     }
     for group in ["constraints", "utils"] {
         for (name, rule) in ast
@@ -70,7 +79,7 @@ pub(super) fn check_patterns(ast: &toml::Value, grammar: SupportLang) -> Result<
             .into_iter()
             .flatten()
         {
-            check_rule(rule, &format!("ast.{group}.{name}"), grammar)?;
+            f(rule, format!("ast.{group}.{name}"))?;
         }
     }
     Ok(())

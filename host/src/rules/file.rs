@@ -714,20 +714,7 @@ fn check_ast_keys(ast: &toml::Value) -> Result<(), String> {
         Ok(())
     }
     check_table(ast, "ast", &[AST_CORE_KEYS])?;
-    if let Some(rule) = ast.get("rule") {
-        check_rule(rule, "ast.rule", false)?;
-    }
-    for group in ["constraints", "utils"] {
-        for (name, rule) in ast
-            .get(group)
-            .and_then(|g| g.as_table())
-            .into_iter()
-            .flatten()
-        {
-            check_rule(rule, &format!("ast.{group}.{name}"), false)?;
-        }
-    }
-    Ok(())
+    super::ast_check::each_rule_object(ast, |rule, key| check_rule(rule, &key, false))
 }
 
 /// Checks a regex source for the limits that need no compiling: not empty, not too long.
