@@ -1179,11 +1179,8 @@ impl Gateway {
         // The same catalogue as the command line's `review` (review::RuleDirs), and the same
         // analyzers.
         let paths = crate::config::Paths::discover().ok();
-        options.rule_dirs = crate::review::RuleDirs {
-            user: paths.as_ref().map(crate::config::Paths::rules_dir),
-            config: config.rules_dirs.clone(),
-            explicit: Vec::new(),
-        };
+        options.rule_dirs =
+            crate::review::RuleDirs::of(paths.as_ref(), config.rules_dirs.clone(), Vec::new());
         options.analyzers = paths.as_ref().and_then(|paths| {
             crate::review::analyzers::Analyzers::from_config(
                 &config.analyzers,

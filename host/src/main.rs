@@ -603,11 +603,11 @@ fn rule_dirs(
     explicit: &[PathBuf],
 ) -> Result<review::RuleDirs, GatewayError> {
     use review_agent_gateway::config::{Config, Paths};
-    Ok(review::RuleDirs {
-        user: Paths::discover().ok().map(|p| p.rules_dir()),
-        config: Config::load_rules_dirs(config)?,
-        explicit: explicit.to_vec(),
-    })
+    Ok(review::RuleDirs::of(
+        Paths::discover().ok().as_ref(),
+        Config::load_rules_dirs(config)?,
+        explicit.to_vec(),
+    ))
 }
 
 fn rules_list(
@@ -711,11 +711,11 @@ fn review_command(args: ReviewArgs) -> ExitCode {
         Err(error) => return fail(&error.into()),
     };
     let paths = Paths::discover().ok();
-    options.rule_dirs = review::RuleDirs {
-        user: paths.as_ref().map(Paths::rules_dir),
-        config: sections.rules_dirs.clone(),
-        explicit: args.rules_dirs.clone(),
-    };
+    options.rule_dirs = review::RuleDirs::of(
+        paths.as_ref(),
+        sections.rules_dirs.clone(),
+        args.rules_dirs.clone(),
+    );
     if !args.no_analyzers && sections.analyzers.iter().any(|a| a.enabled) {
         let Some(paths) = &paths else {
             return fail(&GatewayError::new(

@@ -79,6 +79,22 @@ pub struct RuleDirs {
     pub explicit: Vec<PathBuf>,
 }
 
+impl RuleDirs {
+    /// The directories as every entry point fills them: `<config dir>/rules` of `paths` (when
+    /// the gateway's directories are known), the config file's `rules_dirs`, then `explicit`.
+    pub fn of(
+        paths: Option<&crate::config::Paths>,
+        config: Vec<PathBuf>,
+        explicit: Vec<PathBuf>,
+    ) -> RuleDirs {
+        RuleDirs {
+            user: paths.map(crate::config::Paths::rules_dir),
+            config,
+            explicit,
+        }
+    }
+}
+
 /// Something about the loaded rule sets the user should know; a review reports it as a
 /// `warning` event, `rules list` on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -38,7 +38,12 @@ fn config(repo: &TestRepo, config: &str) -> String {
 
 /// `review --base main --head feature --format json --fail-on never --config <config>`.
 fn review_json(repo: &TestRepo, config: &str) -> Run {
-    repo.review(&[
+    review_json_with(repo, config, &[])
+}
+
+/// [`review_json`] with more arguments.
+fn review_json_with(repo: &TestRepo, config: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
         "--base",
         "main",
         "--head",
@@ -49,7 +54,9 @@ fn review_json(repo: &TestRepo, config: &str) -> Run {
         "never",
         "--config",
         config,
-    ])
+    ];
+    args.extend_from_slice(extra);
+    repo.review(&args)
 }
 
 fn warnings(run: &Run) -> Vec<Warning> {
@@ -167,19 +174,7 @@ fn ruff_results_on_added_lines_become_findings_deduplicated_with_the_rules() {
     assert_eq!(fingerprints(&run), fingerprints(&again));
 
     // --no-analyzers: the rules only.
-    let rules_only = repo.review(&[
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-        "--no-analyzers",
-    ]);
+    let rules_only = review_json_with(&repo, &config, &["--no-analyzers"]);
     assert!(
         rules_only
             .findings()
@@ -509,20 +504,8 @@ fn bad_entries_are_config_errors_naming_the_key() {
 fn in_the_work_tree_only_files_as_at_the_head_commit() {
     let repo = repo();
     let config = config(&repo, &ruff_entry("workdir = \"worktree\"\n"));
-    let args = [
-        "--base",
-        "main",
-        "--head",
-        "feature",
-        "--format",
-        "json",
-        "--fail-on",
-        "never",
-        "--config",
-        &config,
-    ];
     // The work tree is the head commit: ruff sees app.py.
-    let run = repo.review(&args);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     let from_ruff = |run: &Run| {
         run.findings()
@@ -534,7 +517,7 @@ fn in_the_work_tree_only_files_as_at_the_head_commit() {
     assert_eq!(from_ruff(&run), ["S324"], "{}", run.describe());
     // An uncommitted edit: the work tree's app.py is not the head's, so ruff does not get it.
     repo.write("app.py", format!("{HEAD}\n\nimport pickle\n"));
-    let run = repo.review(&args);
+    let run = review_json(&repo, &config);
     run.assert_code(0);
     assert!(from_ruff(&run).is_empty(), "{}", run.describe());
     let warning = warnings(&run)
