@@ -599,3 +599,84 @@ fn one_report_per_rule_and_required_analyzers() {
         other => panic!("the run ended with {other:?}\n{}", run.describe()),
     }
 }
+
+/// `workdir = "worktree"` on a bare repository: a clear `analyzer.failed`, the review goes on.
+#[test]
+fn the_work_tree_mode_on_a_bare_repository() {
+    let repo = repo();
+    let clones = tempfile::tempdir().expect("temp dir");
+    let bare = clones.path().join("bare.git");
+    repo.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        repo.path_str(),
+        bare.to_str().expect("utf-8"),
+    ]);
+    let config = config(&repo, &ruff_entry("workdir = \"worktree\"\n"));
+    let run = repo.review_at(
+        &bare,
+        &[
+            "--base",
+            "main",
+            "--head",
+            "feature",
+            "--format",
+            "json",
+            "--fail-on",
+            "never",
+            "--config",
+            &config,
+        ],
+    );
+    run.assert_code(0);
+    let failed = warnings(&run)
+        .into_iter()
+        .find(|w| w.code == "analyzer.failed")
+        .unwrap_or_else(|| panic!("no analyzer.failed\n{}", run.describe()));
+    assert!(failed.message.contains("bare"), "{}", failed.message);
+    assert!(failed.remediation.is_some());
+}
+
+/// More results on added lines than an analyzer may report: the first 1000 are kept and an
+/// `analyzer.results_capped` warning says the rest are not shown.
+#[test]
+fn a_flood_of_results_is_capped() {
+    let results: Vec<serde_json::Value> = (0..1_005)
+        .map(|i| {
+            serde_json::json!({
+                "ruleId": format!("flood-{i}"),
+                "message": { "text": "noise" },
+                "locations": [{ "physicalLocation": {
+                    "artifactLocation": { "uri": "app.py" },
+                    "region": { "startLine": 10 }
+                }}]
+            })
+        })
+        .collect();
+    let log = serde_json::json!({ "version": "2.1.0", "runs": [{
+        "tool": { "driver": { "name": "flood" } }, "results": results }] });
+    let (mut repo, _) = TestRepo::with_commit(&[("app.py", BASE)]);
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    repo.write("app.py", HEAD);
+    repo.write("flood.sarif", log.to_string());
+    repo.commit("head");
+    let config = config(
+        &repo,
+        "[[analyzers]]\nname = \"flood\"\ncommand = [\"/bin/cat\", \"flood.sarif\"]\n",
+    );
+    let run = review_json(&repo, &config);
+    run.assert_code(0);
+    let kept = run
+        .findings()
+        .iter()
+        .filter(|f| f.analyzer.as_deref() == Some("flood"))
+        .count();
+    assert_eq!(kept, 1000);
+    assert!(
+        warnings(&run)
+            .iter()
+            .any(|w| w.code == "analyzer.results_capped" && w.remediation.is_some()),
+        "no analyzer.results_capped warning"
+    );
+}
