@@ -700,8 +700,10 @@ fn pipeline(
         .flatten()
         .map(|result| result.rule_id.as_str())
         .collect();
+    // An analyzer that failed may well have reported the id: say nothing rather than wrongly.
+    let analyzer_failed = analyzer_runs.iter().any(|run| run.outcome.is_err());
     for (path, line_no, id) in unknown_ignores {
-        if analyzer_ids.contains(id) {
+        if analyzer_ids.contains(id) || analyzer_failed {
             continue;
         }
         let (what, remediation) = if analyzer_runs.is_empty() {

@@ -442,14 +442,24 @@ impl Work {
         }
         let path = crate::tools::run_check::gateway_path();
         let program = program_of(&self.entry).ok_or_else(|| {
+            let given = &self.entry.command[0];
+            let (where_, remediation) = if given.starts_with('/') {
+                (
+                    "",
+                    "Install it there, or correct the path (the first element of `command` in \
+                     its `[[analyzers]]` entry).",
+                )
+            } else {
+                (
+                    " in PATH",
+                    "Install it, or give its absolute path as the first element of `command` \
+                     in its `[[analyzers]]` entry.",
+                )
+            };
             GatewayError::new(
                 codes::ANALYZER_FAILED,
-                format!(
-                    "analyzer `{name}`: `{}` is not an executable file in PATH",
-                    self.entry.command[0]
-                ),
-                "Install it, or give its absolute path as the first element of `command` \
-                     in its `[[analyzers]]` entry.",
+                format!("analyzer `{name}`: `{given}` is not an executable file{where_}"),
+                remediation,
             )
         })?;
         let mut results = Vec::new();

@@ -567,6 +567,42 @@ fn an_ignore_comment_names_an_analyzer_rule() {
         .collect();
     assert_eq!(unknown.len(), 1, "{unknown:?}");
     assert!(unknown[0].contains("S999"), "{unknown:?}");
+
+    // With an analyzer that failed, an unknown id may be one it would have reported: no
+    // warning.
+    let failing = config_text_with_failure(&repo);
+    let run = review_json(&repo, &failing);
+    run.assert_code(0);
+    assert!(
+        warnings(&run)
+            .iter()
+            .all(|w| w.code != "rules.unknown_ignore_id"),
+        "{}",
+        run.describe()
+    );
+    // An absolute program that is missing is not looked up in PATH, and the message says so.
+    let failed = warnings(&run)
+        .into_iter()
+        .find(|w| w.code == "analyzer.failed")
+        .unwrap_or_else(|| panic!("no analyzer.failed\n{}", run.describe()));
+    assert!(
+        failed
+            .message
+            .ends_with("`/opt/no-such/analyzer` is not an executable file"),
+        "{}",
+        failed.message
+    );
+}
+
+/// A config with ruff and an analyzer whose absolute program is missing.
+fn config_text_with_failure(repo: &TestRepo) -> String {
+    config(
+        repo,
+        &format!(
+            "{}\n[[analyzers]]\nname = \"gone\"\ncommand = [\"/opt/no-such/analyzer\"]\n",
+            ruff_entry("")
+        ),
+    )
 }
 
 /// Two entries running the same tool report a rule once; a `required` analyzer that fails
