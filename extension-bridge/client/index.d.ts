@@ -519,7 +519,121 @@ export declare class Gateway {
    * following the run again from the last seq after a drop, and resuming it after a
    * `run.interrupted` (or when it finds it `interrupted`). */
   review(request: ReviewRequest): AsyncGenerator<AgentEvent, void>;
+  /** GET /v1/dismissals: the findings dismissed on a project. */
+  dismissals(project: ProjectRef): Promise<{ dismissals: Dismissal[] }>;
+  /** POST /v1/dismissals: remembers a finding as dismissed on the project (idempotent). */
+  dismiss(project: ProjectRef, finding: Pick<ReviewFinding, "fingerprint" | "path" | "title" | "ruleId">, reason?: string): Promise<{ dismissal: Dismissal; created: boolean }>;
+  /** DELETE /v1/dismissals: forgets a dismissal. */
+  undismiss(project: ProjectRef, fingerprint: string): Promise<{ removed: boolean }>;
+}
+
+/** A GitLab project as the gateway's mappings name it. */
+export interface ProjectRef {
+  gitlabOrigin: string;
+  projectPath: string;
+}
+
+/** A finding dismissed on a project (GET /v1/dismissals). */
+export interface Dismissal {
+  fingerprint: string;
+  reason?: string;
+  ruleId?: string;
+  path?: string;
+  title?: string;
+  /** RFC 3339. */
+  dismissedAt: string;
 }
 
 /** @throws GatewayError `gateway.unavailable` when no transport answers. */
 export declare function connect(options?: ConnectOptions): Promise<Gateway>;
+
+// === Review helpers for GitLab pages (client/index.js) ===
+
+/** `review_<64 hex>`: SHA-256 of the request without `requestId` (keys sorted), plus `attempt`
+ * when non-zero (draft §12: the same request is the same run). */
+export declare function reviewRequestId(request: Omit<ReviewRequest, "requestId"> & { requestId?: string }, attempt?: number): Promise<string>;
+
+/** Longest Markdown text rendered, in characters. */
+export declare const MARKDOWN_MAX_CHARS: number;
+export type MarkdownInline =
+  | { type: "text"; text: string }
+  | { type: "code"; text: string }
+  | { type: "strong" | "em"; children: MarkdownInline[] }
+  | { type: "link"; href: string; children: MarkdownInline[] };
+export type MarkdownBlock =
+  | { type: "paragraph" | "quote"; children: MarkdownInline[] }
+  | { type: "heading"; level: number; children: MarkdownInline[] }
+  | { type: "code"; language: string | null; text: string }
+  | { type: "list"; ordered: boolean; items: MarkdownInline[][] };
+/** Markdown as plain blocks; raw HTML stays text, unsafe link targets become text. */
+export declare function parseMarkdown(text: string): MarkdownBlock[];
+/** Markdown as DOM nodes built with createElement/textContent only. */
+export declare function renderMarkdown(text: string, doc?: Document): DocumentFragment;
+
+/** `<!-- review-agent-gateway fingerprint=sha256:… -->`, the marker a draft note carries. */
+export declare function fingerprintMarker(fingerprint: string): string;
+/** The fingerprints marked in a note body. */
+export declare function markedFingerprints(body: string): string[];
+
+export declare class GitLabError extends Error {
+  constructor(code: string, message: string, remediation: string, status?: number | null);
+  /** `gitlab.bad_request` | `gitlab.unauthorized` | `gitlab.forbidden` | `gitlab.not_found` |
+   * `gitlab.not_ready` | `gitlab.unavailable` | `gitlab.position_unavailable` | `review.outdated`. */
+  code: string;
+  remediation: string;
+  status: number | null;
+}
+
+/** One file of GitLab's merge request diffs API. */
+export interface GitLabDiffFile {
+  old_path: string;
+  new_path: string;
+  diff: string;
+  new_file?: boolean;
+  renamed_file?: boolean;
+  deleted_file?: boolean;
+}
+
+/** A text position of a GitLab diff note. */
+export interface GitLabPosition {
+  base_sha: string;
+  start_sha: string;
+  head_sha: string;
+  old_path: string;
+  new_path: string;
+  old_line: number | null;
+  new_line: number | null;
+}
+
+/** GitLab's REST API v4 on the page's origin with the page's session and CSRF token. */
+export declare class GitLab {
+  constructor(options: { base: string; project: string | number; iid: number; csrfToken?: string | null; fetchImpl?: typeof fetch });
+  mergeRequest(): Promise<Record<string, unknown> & { diffRefs: { baseSha: string; startSha: string; headSha: string } }>;
+  diffs(): Promise<GitLabDiffFile[]>;
+  draftNotes(): Promise<{ id: number; note: string; position?: GitLabPosition }[]>;
+  discussions(): Promise<{ id: string; notes: { id: number; body: string }[] }[]>;
+  /** Fingerprints with a note: `"note"` (published) or `"draft"` (the user's pending review). */
+  notedFingerprints(): Promise<Map<string, "draft" | "note">>;
+  createDraftNote(note: string, position: GitLabPosition): Promise<{ id: number; note: string }>;
+}
+
+/** The lines of one file's unified diff. */
+export declare function diffLines(diffText: string): { kind: "added" | "removed" | "context"; oldLine: number | null; newLine: number | null }[];
+/** The note position of `line` on `side` of `file` (GitLab's rules: added → new_line only,
+ * removed → old_line only, unchanged → both). @throws GitLabError gitlab.position_unavailable */
+export declare function notePosition(file: GitLabDiffFile, side: Side, line: number, diffRefs: { baseSha: string; startSha: string; headSha: string }): GitLabPosition;
+/** A draft note's Markdown for a finding, with a suggestion block and the fingerprint marker. */
+export declare function noteBody(finding: ReviewFinding): string;
+
+/** The diff markup on a page. */
+export declare function diffMarkup(doc?: Document): "rapid" | "vue" | "classic" | "none";
+export declare function diffFilePaths(file: Element): { oldPath: string | null; newPath: string | null };
+export declare function diffFiles(doc?: Document): { element: Element; oldPath: string | null; newPath: string | null }[];
+export declare function rowLines(row: Element): { oldLine: number | null; newLine: number | null; kind: "added" | "removed" | "context" } | null;
+export declare function findDiffRow(doc: Document, path: string, side: Side, line: number): Element | null;
+export declare function insertAfterRow(row: Element, node: Node, className: string): HTMLElement;
+export declare function selectedDiffLines(selection: Selection | null): { path: string; side: Side; startLine: number; endLine: number; text: string } | null;
+/** The merge request a page shows, or null. */
+export declare function mergeRequestPage(doc?: Document, location?: Location): {
+  origin: string; prefix: string; projectPath: string; projectId: string | null; iid: number; csrfToken: string | null; base: string;
+} | null;

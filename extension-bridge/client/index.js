@@ -313,6 +313,26 @@ export class Gateway {
    * or for a run found `interrupted`, the run is resumed and followed after that event. Each
    * event is yielded once, in seq order. */
   review(request) { return this.#events("POST", "/v1/reviews", request, true); }
+  /** GET /v1/dismissals: the findings dismissed on a project (`project` is `{ gitlabOrigin,
+   * projectPath }`); resolves to `{ dismissals: [{ fingerprint, reason?, ruleId?, path?, title?,
+   * dismissedAt }] }`. */
+  dismissals(project) {
+    const query = new URLSearchParams({ gitlabOrigin: project.gitlabOrigin, projectPath: project.projectPath });
+    return this.request("GET", `/v1/dismissals?${query}`);
+  }
+  /** POST /v1/dismissals: remembers `finding` (its fingerprint, rule, path and title) as
+   * dismissed on the project, so later reviews mark it `"status": "dismissed"`; idempotent. */
+  dismiss(project, finding, reason) {
+    return this.request("POST", "/v1/dismissals", {
+      gitlabOrigin: project.gitlabOrigin, projectPath: project.projectPath, fingerprint: finding.fingerprint,
+      ...(reason ? { reason } : {}), ...(finding.ruleId ? { ruleId: finding.ruleId } : {}),
+      path: finding.path, title: finding.title,
+    });
+  }
+  /** DELETE /v1/dismissals: forgets a dismissal; resolves to `{ removed }`. */
+  undismiss(project, fingerprint) {
+    return this.request("DELETE", "/v1/dismissals", { gitlabOrigin: project.gitlabOrigin, projectPath: project.projectPath, fingerprint });
+  }
 
   async *#events(method, path, body, resumeInterrupted) {
     let runId = null;
@@ -415,4 +435,511 @@ export async function connect(options = {}) {
   const error = unavailable(`no transport answered (${failures.join("; ")})`);
   if (remediation) error.remediation = remediation;
   throw error;
+}
+
+// === Review helpers for GitLab pages ==========================================================
+// What a userscript on a merge-request page needs beside the transport, written once here:
+// request ids, dismissals, safe Markdown, GitLab's REST API (diffs, draft notes, the fingerprint
+// marker, positions) and the three diff markups GitLab renders.
+
+/** The request id of a review (draft §12: the same requestId and payload is the same run): the
+ * SHA-256 of the request without its `requestId`, keys sorted, so the same merge request, head
+ * commit, scope, policy and provider give the same id and anything else another one. `attempt`
+ * (a number) starts a new run of the same review, e.g. after a cancelled one.
+ * @returns {Promise<string>} `review_<64 hex>` */
+export async function reviewRequestId(request, attempt = 0) {
+  const { requestId: _, ...rest } = request;
+  const text = canonicalJson({ ...rest, ...(attempt ? { attempt } : {}) });
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return `review_${[...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** JSON with object keys sorted at every depth (`undefined` members dropped, as JSON does). */
+function canonicalJson(value) {
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.keys(value).sort().filter((k) => value[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+// --- Markdown --------------------------------------------------------------------------------
+
+/** Longest text renderMarkdown renders (characters); the rest is cut with a note. */
+export const MARKDOWN_MAX_CHARS = 20000;
+
+/**
+ * Parses the Markdown of a finding or a chat answer into plain block objects (no HTML anywhere):
+ * `{type: "paragraph"|"heading"|"code"|"list"|"quote", ...}`; inline runs are
+ * `{type: "text"|"code"|"strong"|"em"|"link", text|children, href}`. Covers what models and
+ * rules write (CommonMark's common part): ATX headings, fenced code, `-`/`*`/`+` and `1.` lists,
+ * `>` quotes, paragraphs, code spans, `**strong**`, `*em*`/`_em_`, `[text](url)` and bare
+ * http(s) URLs. Raw HTML is text. Link targets other than http(s), mailto and same-origin paths
+ * become text.
+ */
+export function parseMarkdown(text) {
+  let source = String(text ?? "");
+  let cut = false;
+  if (source.length > MARKDOWN_MAX_CHARS) { source = source.slice(0, MARKDOWN_MAX_CHARS); cut = true; }
+  const lines = source.replace(/\r\n?/g, "\n").split("\n");
+  const blocks = [];
+  let paragraph = [];
+  const flush = () => {
+    if (paragraph.length) blocks.push({ type: "paragraph", children: parseInline(paragraph.join("\n")) });
+    paragraph = [];
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const fence = line.match(/^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)/);
+    if (fence) {
+      flush();
+      const body = [];
+      for (i++; i < lines.length && !lines[i].trimStart().startsWith(fence[1]); i++) body.push(lines[i]);
+      blocks.push({ type: "code", language: fence[2] || null, text: body.join("\n") });
+      continue;
+    }
+    const heading = line.match(/^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/);
+    if (heading) { flush(); blocks.push({ type: "heading", level: heading[1].length, children: parseInline(heading[2]) }); continue; }
+    const item = line.match(/^ {0,3}([-*+]|\d{1,9}[.)])\s+(.*)$/);
+    if (item) {
+      flush();
+      const ordered = /\d/.test(item[1]);
+      const items = [[item[2]]];
+      for (i++; i < lines.length; i++) {
+        const next = lines[i].match(/^ {0,3}([-*+]|\d{1,9}[.)])\s+(.*)$/);
+        if (next && /\d/.test(next[1]) === ordered) items.push([next[2]]);
+        else if (/^\s{2,}\S/.test(lines[i])) items[items.length - 1].push(lines[i].trim());
+        else { i--; break; }
+      }
+      blocks.push({ type: "list", ordered, items: items.map((l) => parseInline(l.join("\n"))) });
+      continue;
+    }
+    const quote = line.match(/^ {0,3}>\s?(.*)$/);
+    if (quote) {
+      flush();
+      const body = [quote[1]];
+      for (i++; i < lines.length && /^ {0,3}>/.test(lines[i]); i++) body.push(lines[i].replace(/^ {0,3}>\s?/, ""));
+      i--;
+      blocks.push({ type: "quote", children: parseInline(body.join("\n")) });
+      continue;
+    }
+    if (!line.trim()) { flush(); continue; }
+    paragraph.push(line);
+  }
+  flush();
+  if (cut) blocks.push({ type: "paragraph", children: [{ type: "em", children: [{ type: "text", text: `(cut at ${MARKDOWN_MAX_CHARS} characters)` }] }] });
+  return blocks;
+}
+
+/** A link target the page may follow: http(s), mailto, or a path on the page's own origin. */
+function safeHref(href) {
+  const h = href.trim();
+  if (/^(https?:|mailto:)/i.test(h)) return h;
+  if (/^\/(?!\/)/.test(h) || h.startsWith("#")) return h;
+  return null;
+}
+
+/** Inline Markdown of one block into runs (see parseMarkdown). */
+function parseInline(text) {
+  const out = [];
+  const push = (run) => {
+    const last = out[out.length - 1];
+    if (run.type === "text" && last?.type === "text") last.text += run.text; else out.push(run);
+  };
+  let i = 0;
+  while (i < text.length) {
+    const rest = text.slice(i);
+    let m;
+    if ((m = rest.match(/^(`+)([\s\S]*?[^`])\1(?!`)/))) {
+      push({ type: "code", text: m[2].replace(/^ (.*) $/s, "$1") });
+    } else if ((m = rest.match(/^\*\*(?=\S)([\s\S]*?\S)\*\*/) ?? rest.match(/^__(?=\S)([\s\S]*?\S)__/))) {
+      out.push({ type: "strong", children: parseInline(m[1]) });
+    } else if ((m = rest.match(/^\*(?=[^\s*])([\s\S]*?[^\s*])\*/) ?? (/\w/.test(text[i - 1] ?? "") ? null : rest.match(/^_(?=\S)([\s\S]*?\S)_(?!\w)/)))) {
+      out.push({ type: "em", children: parseInline(m[1]) });
+    } else if ((m = rest.match(/^\[([^\]\n]{1,500})\]\(\s*<?([^)\s>]{1,2000})>?(?:\s+"[^"]*")?\s*\)/))) {
+      const href = safeHref(m[2]);
+      if (href) out.push({ type: "link", href, children: parseInline(m[1]) });
+      else push({ type: "text", text: m[0] });
+    } else if ((m = rest.match(/^<?(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])>?/)) && !/\w/.test(text[i - 1] ?? "")) {
+      out.push({ type: "link", href: m[1], children: [{ type: "text", text: m[1] }] });
+    } else if ((m = rest.match(/^\\([\\`*_[\]()#+\-.!<>])/))) {
+      push({ type: "text", text: m[1] });
+    } else {
+      m = rest.match(/^[\s\S][^`*_[\\h<]*/);
+      push({ type: "text", text: m[0] });
+    }
+    i += m[0].length;
+  }
+  return out;
+}
+
+/**
+ * Renders Markdown (see parseMarkdown) as DOM nodes of `doc`, created with createElement and
+ * textContent only: no string of the input is ever parsed as HTML, so no markup or script from
+ * the gateway or a model reaches the page. Links open in a new tab without a referrer.
+ * @returns {DocumentFragment}
+ */
+export function renderMarkdown(text, doc = document) {
+  const fragment = doc.createDocumentFragment();
+  const inline = (parent, runs) => {
+    for (const run of runs) {
+      if (run.type === "text") parent.append(doc.createTextNode(run.text));
+      else if (run.type === "code") parent.append(Object.assign(doc.createElement("code"), { textContent: run.text }));
+      else {
+        const tag = { strong: "strong", em: "em", link: "a" }[run.type];
+        const node = doc.createElement(tag);
+        if (run.type === "link") { node.href = run.href; node.target = "_blank"; node.rel = "noopener noreferrer nofollow"; }
+        inline(node, run.children);
+        parent.append(node);
+      }
+    }
+  };
+  for (const block of parseMarkdown(text)) {
+    let node;
+    if (block.type === "code") {
+      node = doc.createElement("pre");
+      node.append(Object.assign(doc.createElement("code"), { textContent: block.text }));
+    } else if (block.type === "list") {
+      node = doc.createElement(block.ordered ? "ol" : "ul");
+      for (const runs of block.items) { const li = doc.createElement("li"); inline(li, runs); node.append(li); }
+    } else {
+      node = doc.createElement({ paragraph: "p", heading: `h${Math.min(6, block.level + 3)}`, quote: "blockquote" }[block.type]);
+      inline(node, block.children);
+    }
+    fragment.append(node);
+  }
+  return fragment;
+}
+
+// --- GitLab's REST API -----------------------------------------------------------------------
+
+/** The invisible marker a draft note carries (an HTML comment, which GitLab's Markdown does not
+ * render): a later review finds it in the merge request's notes and knows the finding has one. */
+export const fingerprintMarker = (fingerprint) => `<!-- review-agent-gateway fingerprint=${fingerprint} -->`;
+const MARKER_PATTERN = /<!-- review-agent-gateway fingerprint=(sha256:[0-9a-f]{64}) -->/g;
+/** The fingerprints marked in a note's Markdown body. */
+export const markedFingerprints = (body) => [...String(body ?? "").matchAll(MARKER_PATTERN)].map((m) => m[1]);
+
+/** An error answered by GitLab or met on the way to it; `code` is dotted (`gitlab.*`). */
+export class GitLabError extends Error {
+  constructor(code, message, remediation, status = null) {
+    super(message);
+    this.name = "GitLabError";
+    this.code = code;
+    this.remediation = remediation;
+    this.status = status;
+  }
+}
+
+/**
+ * GitLab's REST API v4 on the page's own origin, with the page's session (cookie) and its CSRF
+ * token (GitLab refuses a session-authenticated POST without `X-CSRF-Token`). No GitLab token is
+ * involved, and none reaches the gateway. `base` is the origin plus GitLab's path prefix (e.g.
+ * `https://example.com/gitlab`); `project` the numeric id or the full path.
+ */
+export class GitLab {
+  constructor({ base, project, iid, csrfToken = null, fetchImpl = (...a) => fetch(...a) }) {
+    this.base = base.replace(/\/$/, "");
+    this.project = String(project);
+    this.iid = Number(iid);
+    this.csrfToken = csrfToken;
+    this.fetch = fetchImpl;
+  }
+  get #mr() { return `${this.base}/api/v4/projects/${encodeURIComponent(this.project)}/merge_requests/${this.iid}`; }
+  async #call(method, url, body) {
+    const headers = { accept: "application/json" };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (method !== "GET" && this.csrfToken) headers["x-csrf-token"] = this.csrfToken;
+    let response;
+    try {
+      response = await this.fetch(url, { method, credentials: "same-origin", headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (e) {
+      throw new GitLabError("gitlab.unavailable", `GitLab did not answer ${method} ${url}: ${e.message}`, "Check that the GitLab page is still reachable, then try again.");
+    }
+    const json = await response.json().catch(() => null);
+    if (response.ok) return { json, response };
+    const said = typeof json?.message === "string" ? json.message : typeof json?.error === "string" ? json.error : JSON.stringify(json?.message ?? "");
+    const [code, remediation] = {
+      400: ["gitlab.bad_request", "GitLab refused the request as sent; reload the page (the merge request may have changed) and try again."],
+      401: ["gitlab.unauthorized", "Sign in to GitLab in this browser (and reload the page), then try again."],
+      403: ["gitlab.forbidden", "Your GitLab account may not do this on this merge request (e.g. comment); ask for access."],
+      404: ["gitlab.not_found", "GitLab does not know this merge request, project or route: reload the page (GitLab older than 15.7 has no merge request diffs route)."],
+    }[response.status] ?? ["gitlab.unavailable", "GitLab answered with an error; try again later."];
+    throw new GitLabError(code, `GitLab answered ${response.status} to ${method} ${url}${said ? `: ${said}` : ""}`, remediation, response.status);
+  }
+  async #pages(url, maxPages = 50) {
+    const all = [];
+    for (let page = 1; page <= maxPages; page++) {
+      const { json, response } = await this.#call("GET", `${url}${url.includes("?") ? "&" : "?"}per_page=100&page=${page}`);
+      if (Array.isArray(json)) all.push(...json);
+      const next = response.headers.get("x-next-page");
+      if (!next || !Array.isArray(json) || json.length === 0) break;
+    }
+    return all;
+  }
+  /** GET /merge_requests/:iid → `{ iid, sha, diff_refs, ... }`; diffRefs in the gateway's
+   * spelling. @throws GitLabError `gitlab.not_ready` while GitLab is still preparing the diff. */
+  async mergeRequest() {
+    const { json } = await this.#call("GET", this.#mr);
+    const refs = json?.diff_refs;
+    if (!refs?.head_sha || !refs.base_sha) {
+      throw new GitLabError("gitlab.not_ready", `${this.#mr} has no diff_refs yet`, "GitLab is still preparing this merge request's diff: wait a moment and try again.");
+    }
+    return { ...json, diffRefs: { baseSha: refs.base_sha, startSha: refs.start_sha ?? refs.base_sha, headSha: refs.head_sha } };
+  }
+  /** GET /merge_requests/:iid/diffs (GitLab 15.7+), every page: `[{ old_path, new_path, diff, … }]`. */
+  diffs() { return this.#pages(`${this.#mr}/diffs`); }
+  /** GET /merge_requests/:iid/draft_notes: the signed-in user's pending review. */
+  async draftNotes() { return (await this.#call("GET", `${this.#mr}/draft_notes`)).json ?? []; }
+  /** GET /merge_requests/:iid/discussions, every page. */
+  discussions() { return this.#pages(`${this.#mr}/discussions`); }
+  /** Fingerprints that already have a note on this merge request: a pending draft note of the
+   * user or any published note carrying the marker. @returns {Promise<Map<string, "draft"|"note">>} */
+  async notedFingerprints() {
+    const [drafts, discussions] = await Promise.all([this.draftNotes(), this.discussions()]);
+    const found = new Map();
+    for (const d of discussions) for (const n of d.notes ?? []) for (const f of markedFingerprints(n.body)) found.set(f, "note");
+    for (const d of drafts) for (const f of markedFingerprints(d.note)) if (!found.has(f)) found.set(f, "draft");
+    return found;
+  }
+  /** POST /merge_requests/:iid/draft_notes with a text position (doc/api/draft_notes.md). */
+  async createDraftNote(note, position) {
+    return (await this.#call("POST", `${this.#mr}/draft_notes`, { note, position: { position_type: "text", ...position } })).json;
+  }
+}
+
+/**
+ * The lines of one file's unified diff (GitLab's `diff` field: hunks without the ---/+++
+ * header), each `{ kind: "added"|"removed"|"context", oldLine, newLine }` (null on the side a line
+ * does not have). "\ No newline at end of file" lines are skipped.
+ */
+export function diffLines(diffText) {
+  const lines = [];
+  let oldLine = 0;
+  let newLine = 0;
+  for (const text of String(diffText ?? "").split("\n")) {
+    const hunk = text.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/);
+    if (hunk) { oldLine = Number(hunk[1]); newLine = Number(hunk[2]); continue; }
+    if (!oldLine && !newLine) continue; // before the first hunk
+    if (text.startsWith("+")) lines.push({ kind: "added", oldLine: null, newLine: newLine++ });
+    else if (text.startsWith("-")) lines.push({ kind: "removed", oldLine: oldLine++, newLine: null });
+    else if (text.startsWith(" ")) lines.push({ kind: "context", oldLine: oldLine++, newLine: newLine++ });
+  }
+  return lines;
+}
+
+/**
+ * The position GitLab needs for a note on `line` of `side` ("new"|"old") in one file of the
+ * merge request's diff (an item of GitLab.diffs()): an added line has `new_line` only, a removed
+ * line `old_line` only, an unchanged line both (GitLab's rule, doc/api/discussions.md "Create a
+ * new thread in the merge request diff"). An unchanged line outside the hunks is mapped through
+ * the hunks before it. `diffRefs` in the gateway's spelling.
+ * @returns {{ base_sha, start_sha, head_sha, old_path, new_path, old_line, new_line }}
+ * @throws GitLabError `gitlab.position_unavailable` when the line is not in that file.
+ */
+export function notePosition(file, side, line, diffRefs) {
+  const n = Number(line);
+  const lines = diffLines(file.diff);
+  const key = side === "old" ? "oldLine" : "newLine";
+  let hit = lines.find((l) => l[key] === n);
+  if (!hit) {
+    // An unchanged line outside every hunk: shifted by the lines the hunks before it added.
+    let delta = 0; // newLine - oldLine of the unchanged lines so far
+    for (const l of lines) {
+      if ((side === "old" ? l.oldLine : l.newLine) != null && (side === "old" ? l.oldLine : l.newLine) > n) break;
+      if (l.kind === "added") delta++; else if (l.kind === "removed") delta--;
+    }
+    // An added or deleted file's diff holds every line it has: nothing is outside its hunk.
+    if (file.new_file || file.deleted_file || n < 1) {
+      throw new GitLabError("gitlab.position_unavailable", `${file.new_path}: line ${n} is not on the ${side} side of the diff`, "The finding's line is not in this merge request's diff; comment on it by hand.");
+    }
+    hit = side === "old" ? { kind: "context", oldLine: n, newLine: n + delta } : { kind: "context", oldLine: n - delta, newLine: n };
+  }
+  return {
+    base_sha: diffRefs.baseSha, start_sha: diffRefs.startSha, head_sha: diffRefs.headSha,
+    old_path: file.old_path, new_path: file.new_path,
+    old_line: hit.kind === "added" ? null : hit.oldLine,
+    new_line: hit.kind === "removed" ? null : hit.newLine,
+  };
+}
+
+/**
+ * The Markdown of a draft note for a finding: title, text, GitLab's suggestion block when the
+ * finding has a suggestion for lines of the new side (GitLab applies it to the commented line
+ * and the `+N` below), and the fingerprint marker.
+ */
+export function noteBody(finding) {
+  const parts = [`**${finding.title}**`, "", finding.content ?? ""];
+  if (finding.suggestionCode != null && finding.side !== "old") {
+    const below = Math.max(0, (finding.endLine ?? finding.startLine) - finding.startLine);
+    const fence = finding.suggestionCode.includes("```") ? "````" : "```";
+    parts.push("", `${fence}suggestion:-0+${below}`, finding.suggestionCode.replace(/\n$/, ""), fence);
+  }
+  const via = [finding.severity, finding.ruleId ?? finding.analyzer ?? finding.source].filter(Boolean).join(" · ");
+  parts.push("", `<sub>Review Agent Gateway${via ? ` · ${via}` : ""}</sub>`, fingerprintMarker(finding.fingerprint));
+  return parts.join("\n");
+}
+
+// --- The merge-request page: GitLab's three diff markups --------------------------------------
+// Where a line is on the page: Rapid Diffs (app/components/rapid_diffs/: `<diff-file data-file-data='{"old_path",
+// "new_path"}'>`, cells `td[data-position=old|new]` holding `a[data-line-number=N]`, rows `tr`,
+// `data-change=added|removed` on added/removed cells, none on context — GitLab's own lookup is
+// rapid_diffs/utils/line_utils.js findLineRow); Vue diffs (diffs/components/diff_file.vue
+// `.diff-file[data-path]` with the new path, rows `.diff-grid-row`/`.line_holder` whose sides
+// carry `data-interop-old-line`/`data-interop-new-line` only when the line has that number,
+// diffs/utils/interoperability.js); classic HAML diffs (`tr.line_holder` with class `new`/`old`
+// for added/removed, `td.old_line`/`td.new_line[data-linenumber]` — the old cell is numbered even
+// on an added row — and the position JSON in `td.line_content[data-position]`).
+
+/** "rapid" | "vue" | "classic" | "none": the diff markup on `doc`. */
+export function diffMarkup(doc = document) {
+  if (doc.querySelector("diff-file[data-file-data]")) return "rapid";
+  if (doc.querySelector(".diff-file [data-interop-new-line], .diff-file [data-interop-old-line], .diff-file .diff-grid-row")) return "vue";
+  if (doc.querySelector(".diff-file tr.line_holder")) return "classic";
+  return "none";
+}
+
+/** The paths of a file element of any markup: `{ oldPath, newPath }` (null when unknown). */
+export function diffFilePaths(file) {
+  if (file.localName === "diff-file") {
+    try {
+      const data = JSON.parse(file.dataset.fileData);
+      return { oldPath: data.old_path ?? data.new_path ?? null, newPath: data.new_path ?? data.old_path ?? null };
+    } catch { return { oldPath: null, newPath: null }; }
+  }
+  if (file.dataset.path) return { oldPath: file.dataset.path, newPath: file.dataset.path };
+  const position = file.querySelector("td.line_content[data-position]")?.dataset.position;
+  try {
+    const p = JSON.parse(position);
+    return { oldPath: p.old_path ?? null, newPath: p.new_path ?? null };
+  } catch { return { oldPath: null, newPath: null }; }
+}
+
+/** Every file of the diff on the page, `[{ element, oldPath, newPath }]`. */
+export function diffFiles(doc = document) {
+  return [...doc.querySelectorAll("diff-file[data-file-data], .diff-file")].map((element) => ({ element, ...diffFilePaths(element) }));
+}
+
+/** The line numbers a diff row shows, `{ oldLine, newLine, kind: "added"|"removed"|"context" }`,
+ * or null for a row that is not a code line (hunk header, our own rows). */
+export function rowLines(row) {
+  const num = (v) => (v == null || v === "" || Number.isNaN(Number(v)) ? null : Number(v));
+  let oldLine = null;
+  let newLine = null;
+  if (row.querySelector("[data-position] [data-line-number]")) { // Rapid Diffs
+    oldLine = num(row.querySelector('[data-position="old"] [data-line-number]')?.dataset.lineNumber);
+    newLine = num(row.querySelector('[data-position="new"] [data-line-number]')?.dataset.lineNumber);
+  } else if (row.querySelector("[data-interop-new-line], [data-interop-old-line]")) { // Vue
+    oldLine = num(row.querySelector("[data-interop-old-line]")?.dataset.interopOldLine);
+    newLine = num(row.querySelector("[data-interop-new-line]")?.dataset.interopNewLine);
+  } else if (row.matches("tr.line_holder") && !row.classList.contains("match")) { // classic
+    oldLine = row.classList.contains("new") ? null : num(row.querySelector("td.old_line")?.dataset.linenumber);
+    newLine = row.classList.contains("old") ? null : num(row.querySelector("td.new_line")?.dataset.linenumber);
+  }
+  if (oldLine == null && newLine == null) return null;
+  return { oldLine, newLine, kind: oldLine == null ? "added" : newLine == null ? "removed" : "context" };
+}
+
+const ROW_SELECTOR = "tr, .diff-grid-row, .line_holder";
+
+/** The row of `line` on `side` ("new"|"old") of file `path`, or null when it is not on the page
+ * (collapsed, virtualized, or outside the hunks shown). */
+export function findDiffRow(doc, path, side, line) {
+  const n = Number(line);
+  const key = side === "old" ? "oldLine" : "newLine";
+  for (const file of diffFiles(doc)) {
+    if ((side === "old" ? file.oldPath : file.newPath) !== path) continue;
+    const candidates = file.element.querySelectorAll(side === "old"
+      ? `[data-position="old"] [data-line-number="${n}"], [data-interop-old-line="${n}"], td.old_line[data-linenumber="${n}"]`
+      : `[data-position="new"] [data-line-number="${n}"], [data-interop-new-line="${n}"], td.new_line[data-linenumber="${n}"]`);
+    for (const cell of candidates) {
+      const row = cell.closest(ROW_SELECTOR);
+      if (row && rowLines(row)?.[key] === n) return row;
+    }
+  }
+  return null;
+}
+
+/** Inserts `node` in its own row right after a diff row: a `tr` spanning the table for table
+ * markups (Rapid Diffs, classic), a block after the grid row (Vue). @returns the row inserted */
+export function insertAfterRow(row, node, className) {
+  let holder;
+  if (row.localName === "tr") {
+    const td = row.ownerDocument.createElement("td");
+    td.colSpan = [...row.cells].reduce((n, c) => n + (c.colSpan || 1), 0) || 1;
+    td.append(node);
+    holder = row.ownerDocument.createElement("tr");
+    holder.append(td);
+  } else {
+    holder = row.ownerDocument.createElement("div");
+    holder.append(node);
+  }
+  holder.className = className;
+  // After the rows of ours already there, so several findings on one line stay in order.
+  let after = row;
+  while (after.nextElementSibling?.classList.contains(className)) after = after.nextElementSibling;
+  after.after(holder);
+  return holder;
+}
+
+/**
+ * The diff lines a selection covers: `{ path, side, startLine, endLine, text }`, or null when the
+ * selection is not inside one file's diff. A selection in a file's header (outside its rows)
+ * means the whole file as the page shows it. `text` is capped at 20 000 characters.
+ */
+export function selectedDiffLines(selection) {
+  if (!selection || selection.rangeCount === 0 || selection.isCollapsed) return null;
+  const range = selection.getRangeAt(0);
+  const element = (node) => (node.nodeType === 1 ? node : node.parentElement);
+  const start = element(range.startContainer);
+  const end = element(range.endContainer);
+  const fileOf = (el) => el?.closest("diff-file[data-file-data], .diff-file");
+  const file = fileOf(start);
+  if (!file || fileOf(end) !== file) return null;
+  const rowOf = (el) => { const row = el.closest(ROW_SELECTOR); return row && rowLines(row) ? row : null; };
+  const paths = diffFilePaths(file);
+  let first = rowOf(start);
+  let last = rowOf(end);
+  if (!first || !last) {
+    // The file's header: the whole file.
+    const rows = [...file.querySelectorAll(ROW_SELECTOR)].filter((r) => rowLines(r)?.newLine != null);
+    if (!rows.length || first || last) return null;
+    [first, last] = [rows[0], rows[rows.length - 1]];
+  }
+  const a = rowLines(first);
+  const b = rowLines(last);
+  const side = a.newLine != null && b.newLine != null ? "new" : a.oldLine != null && b.oldLine != null ? "old" : "new";
+  const lineOf = (l, fallback) => (side === "new" ? l.newLine : l.oldLine) ?? fallback;
+  const startLine = lineOf(a, lineOf(b, 1));
+  const endLine = Math.max(startLine, lineOf(b, startLine));
+  const path = side === "new" ? paths.newPath : paths.oldPath;
+  if (!path) return null;
+  return { path, side, startLine, endLine, text: selection.toString().slice(0, 20000) };
+}
+
+/**
+ * Where this merge request is: `{ origin, prefix, projectPath, projectId, iid, csrfToken, base }`
+ * from the URL and GitLab's page data (`body[data-project-full-path]`, `body[data-project-id]`,
+ * `meta[name=csrf-token]`); `prefix` is GitLab's relative URL root (e.g. `/gitlab`, else ""),
+ * found as what precedes the project path. Null when the page is not a merge request.
+ */
+export function mergeRequestPage(doc = document, location = doc.defaultView.location) {
+  const m = location.pathname.match(/^(.*)\/-\/merge_requests\/(\d+)(?:\/|$)/);
+  if (!m) return null;
+  const before = decodeURIComponent(m[1]);
+  const full = doc.body?.dataset.projectFullPath;
+  let prefix = "";
+  let projectPath = before.replace(/^\//, "");
+  if (full && before.endsWith(`/${full}`)) {
+    prefix = before.slice(0, before.length - full.length - 1);
+    projectPath = full;
+  }
+  if (!projectPath) return null;
+  return {
+    origin: location.origin, prefix, projectPath, iid: Number(m[2]),
+    projectId: doc.body?.dataset.projectId || null,
+    csrfToken: doc.querySelector('meta[name="csrf-token"]')?.content ?? null,
+    base: location.origin + prefix,
+  };
 }

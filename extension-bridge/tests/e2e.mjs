@@ -49,6 +49,14 @@ const INSTALL_HINT = "run the install steps of .ci/run (apt-get install -y chrom
  * review last about 1.5 s, long enough to break its stream after the second finding. */
 const FINDING_DELAY_MS = "300";
 const cleanups = [];
+/** The userscript manager's storage (GM.getValue/setValue/deleteValue of the GM4 API), kept by
+ * this test across page loads as a manager keeps it, outside the page's own storage. */
+const gmStorage = new Map();
+const GM_STAND_IN = `window.GM = {
+  getValue: async (k, d) => (await window.__gmStorage("get", k)) ?? d,
+  setValue: (k, v) => window.__gmStorage("set", k, v).then(() => undefined),
+  deleteValue: (k) => window.__gmStorage("delete", k).then(() => undefined),
+};`;
 
 function fail(message) {
   console.error(`e2e FAILED: ${message}`);
@@ -196,6 +204,8 @@ async function main() {
       // GitLab's REST API answer, the fields the userscript reads.
       res.writeHead(200, { "content-type": "application/json" })
         .end(JSON.stringify({ iid: 1, diff_refs: { base_sha: base, start_sha: base, head_sha: head } }));
+    } else if (/^\/api\/v4\/projects\/group%2Fproject\/merge_requests\/1\/(draft_notes|discussions)$/.test(url.pathname)) {
+      res.writeHead(200, { "content-type": "application/json" }).end("[]"); // no comments yet
     } else if (url.pathname === "/blank") html("<!doctype html><title>blank</title>");
     else if (url.pathname === "/client/index.js") {
       res.writeHead(200, { "content-type": "text/javascript" }).end(readFileSync(join(root, "client/index.js")));
@@ -263,36 +273,44 @@ async function main() {
     });
     const worker = context.serviceWorkers()[0] ?? (await context.waitForEvent("serviceworker", { timeout: 15000 }));
     check(worker.url().startsWith(`chrome-extension://${id}/`), `the extension runs as ${worker.url()}, not ${id}`);
-    // The userscript as a userscript manager with `@grant none` runs it: in the page, on every load.
-    await context.addInitScript({ content: userscript });
+    // The userscript as a userscript manager runs it, on every load, with the manager's storage
+    // (GM.getValue/setValue, here kept by this test: gmStorage) in place of the page's.
+    await context.exposeBinding("__gmStorage", (_source, op, key, value) => {
+      if (op === "set") gmStorage.set(key, value); else if (op === "delete") gmStorage.delete(key);
+      return op === "get" ? gmStorage.get(key) ?? null : null;
+    });
+    await context.addInitScript({ content: `${GM_STAND_IN}\n${userscript}` });
     const page = await context.newPage();
     page.on("pageerror", (e) => console.log(`page error: ${e.message}`));
     return { context, page, worker };
   }
 
-  /** Runs the userscript on `path` of `origin` (connect() options in its localStorage), clicks
+  /** Runs the userscript on `path` of `origin` (connect() options in its settings), clicks
    * "Review locally", and checks each finding under its own new-side diff line. */
   async function userscriptReview(page, origin, options, expectTransport, { path = "/group/project/-/merge_requests/1", label = expectTransport, screenshot } = {}) {
     await page.goto(`${origin}/blank`);
-    await page.evaluate((o) => localStorage.setItem("review-agent-gateway", JSON.stringify(o)), { port, token, ...options });
+    gmStorage.set("settings", { port, token, ...options });
     await page.goto(`${origin}${path}`);
-    await page.click("button.review-locally-button", { timeout: 15000 });
+    await page.click("[data-rag-action=review]", { timeout: 15000 });
     try {
-      await page.waitForSelector(".review-locally[data-state=done], .review-locally[data-state=error], .review-locally[data-state=cancelled]", { state: "attached", timeout: 60000 });
+      await page.waitForSelector(":is(#review-agent-gateway[data-state=done], #review-agent-gateway[data-state=error], #review-agent-gateway[data-state=failed], #review-agent-gateway[data-state=cancelled])", { state: "attached", timeout: 60000 });
     } catch {
       fail(`${label}: the userscript did not finish: ${await page.evaluate(() => document.body.outerHTML)}`);
     }
     const state = await page.evaluate(() => {
-      const panel = document.querySelector(".review-locally");
-      return { ...panel.dataset, status: panel.querySelector(".review-locally-status").textContent,
-        // Each finding with the path and new line number of the diff row right above it
+      const panel = document.querySelector("#review-agent-gateway");
+      return { ...panel.dataset, status: `${panel.querySelector(".rag-status").textContent} ${panel.querySelector("[data-rag=error]").textContent}`.trim(),
+        shown: panel.querySelector("[data-rag=progress]").dataset.findings,
+        // Each finding with the path and new line number of the diff row its own row follows
         // (classic: its td.new_line; Vue: its data-interop-new-line).
-        findings: [...document.querySelectorAll(".review-locally-finding")].map((box) => {
-          const above = box.closest(".review-locally-row")?.previousElementSibling;
+        findings: [...document.querySelectorAll(".rag-finding")].map((item) => {
+          const own = document.querySelector(`.rag-row[data-fingerprint="${item.dataset.fingerprint}"]`);
+          let above = own?.previousElementSibling;
+          while (above?.classList.contains("rag-row")) above = above.previousElementSibling;
           const line = above?.querySelector("[data-interop-new-line]")?.dataset.interopNewLine ??
             above?.querySelector("td.new_line")?.dataset.linenumber;
-          return { path: box.dataset.path, line: Number(box.dataset.line), text: box.textContent,
-            rowPath: box.closest(".diff-file")?.dataset.path ?? null, rowLine: Number(line) };
+          return { path: item.dataset.path, line: Number(item.dataset.line), text: item.closest(".rag-group").textContent,
+            rowPath: own?.closest(".diff-file")?.dataset.path ?? null, rowLine: Number(line) };
         }) };
     });
     if (screenshot) await page.screenshot({ path: join(artifacts, screenshot), fullPage: true });
@@ -305,7 +323,7 @@ async function main() {
       check(f.rowPath === f.path && f.rowLine === f.line, `${label}: finding ${f.path}:${f.line} shown under ${f.rowPath}:${f.rowLine}`);
       check(f.text.includes("eval"), `${label}: finding text ${JSON.stringify(f.text)} does not say eval`);
     }
-    check(state.runFindings === "5", `${label}: getRun gave ${state.runFindings} findings (${state.status})`);
+    check(state.shown === "5", `${label}: the progress counts ${state.shown} findings (${state.status})`);
     console.log(`${label}: 5 findings in the DOM next to their lines; ${state.status}`);
     return state;
   }

@@ -100,19 +100,25 @@ function harness(step) {
       }
       return;
     }
-    const panel = document.querySelector(".review-locally");
+    let panel = null;
+    for (let i = 0; i < 100 && !(panel = document.querySelector("#review-agent-gateway")); i++) await sleep(20);
     if (!panel) { await report({ error: "the userscript added no panel" }); return; }
-    panel.querySelector("button.review-locally-button").click();
+    panel.querySelector("[data-rag-action=review]").click();
     const deadline = Date.now() + step.timeoutMs;
-    while (!["done", "error", "cancelled"].includes(panel.dataset.state) && Date.now() < deadline) await sleep(50);
+    while (!["done", "error", "failed", "cancelled"].includes(panel.dataset.state) && Date.now() < deadline) await sleep(50);
     await report({
       ...panel.dataset,
-      status: panel.querySelector(".review-locally-status").textContent,
+      status: `${panel.querySelector(".rag-status").textContent} ${panel.querySelector("[data-rag=error]").textContent}`.trim(),
+      shown: panel.querySelector("[data-rag=progress]").dataset.findings,
       marker: document.documentElement.dataset.reviewAgentGateway ?? null,
-      findings: [...document.querySelectorAll(".review-locally-finding")].map((box) => {
-        const above = box.closest("tr")?.previousElementSibling;
-        return { path: box.dataset.path, line: Number(box.dataset.line), text: box.textContent,
-          rowPath: box.closest(".diff-file")?.dataset.path ?? null,
+      // Each finding with the diff row its own row follows (a group's first place holds the
+      // group, the others a pointer row).
+      findings: [...document.querySelectorAll(".rag-finding")].map((item) => {
+        const own = document.querySelector(`.rag-row[data-fingerprint="${item.dataset.fingerprint}"]`);
+        let above = own?.previousElementSibling;
+        while (above?.classList.contains("rag-row")) above = above.previousElementSibling;
+        return { path: item.dataset.path, line: Number(item.dataset.line), text: item.closest(".rag-group").textContent,
+          rowPath: own?.closest(".diff-file")?.dataset.path ?? null,
           rowLine: Number(above?.querySelector("td.new_line")?.dataset.linenumber) };
       }),
     });
@@ -135,7 +141,11 @@ function mergeRequestPage(step, options) {
 ${file("README.md", [1, 2, 3, 4, 5, 6].map((n) => row(n, n, `line ${n}`)))}
 ${file("app.py", [row(1, 1, "import os"), ...[2, 3, 4, 5, 6].map((n) => row(null, n, `+v${n - 2} = eval(x${n - 2})`))])}
 </div>
-<script>localStorage.setItem("review-agent-gateway", ${JSON.stringify(JSON.stringify(options))});</script>
+<script>// The userscript manager's storage (GM4 API), holding the userscript's settings.
+window.GM = (() => {
+  const values = new Map([["settings", ${JSON.stringify(options)}]]);
+  return { getValue: async (k, d) => (values.has(k) ? values.get(k) : d), setValue: async (k, v) => { values.set(k, v); }, deleteValue: async (k) => { values.delete(k); } };
+})();</script>
 <script src="/review-locally.user.js"></script>
 <script>${harness(step)}</script>
 </body></html>`;
@@ -188,6 +198,8 @@ async function main() {
     } else if (req.url === "/api/v4/projects/group%2Fproject/merge_requests/1") {
       res.writeHead(200, { "content-type": "application/json" })
         .end(JSON.stringify({ iid: 1, diff_refs: { base_sha: base, start_sha: base, head_sha: head } }));
+    } else if (/^\/api\/v4\/projects\/group%2Fproject\/merge_requests\/1\/(draft_notes|discussions)$/.test(url.pathname)) {
+      res.writeHead(200, { "content-type": "application/json" }).end("[]"); // no comments yet
     } else if (url.pathname === "/report" && req.method === "POST") {
       let body = "";
       req.on("data", (d) => (body += d));
@@ -314,7 +326,7 @@ async function main() {
       check(f.rowPath === f.path && f.rowLine === f.line, `${step.name}: finding ${f.path}:${f.line} shown under ${f.rowPath}:${f.rowLine}`);
       check(f.text.includes("eval"), `${step.name}: finding text ${JSON.stringify(f.text)} does not say eval`);
     }
-    check(state.runFindings === "5", `${step.name}: getRun gave ${state.runFindings} findings (${state.status})`);
+    check(state.shown === "5", `${step.name}: the progress counts ${state.shown} findings (${state.status})`);
     console.log(`firefox ${step.name}: ${state.findings.length} findings in the DOM next to their lines; ${state.status}`);
   }
   const viaExtension = reports.get("extension");

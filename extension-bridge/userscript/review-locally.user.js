@@ -1,150 +1,632 @@
 // ==UserScript==
 // @name         Review locally (Review Agent Gateway)
 // @namespace    https://github.com/review-agent-gateway
-// @version      0.1.0
-// @description  Adds a "Review locally" button to GitLab merge requests: reviews the MR's commits in your local checkout through the Review Agent Gateway and shows the findings next to the diff lines.
+// @version      0.2.0
+// @description  Reviews GitLab merge requests in your local checkout through the Review Agent Gateway: findings beside their lines, draft comments in one click, chat about selected lines.
 // @match        https://gitlab.com/*/-/merge_requests/*
-// @grant        none
+// @grant        GM.getValue
+// @grant        GM.setValue
+// @grant        GM.deleteValue
 // @run-at       document-idle
 // ==/UserScript==
 //
-// The reference userscript of the Review Agent Gateway. Install the built copy
-// (`node build.mjs` in extension-bridge/ writes dist/review-locally.user.js, with the client
-// library client/index.js inlined where the marker below is).
+// The reference userscript of the Review Agent Gateway: the example to copy. Install the built
+// copy (`node build.mjs` in extension-bridge/ writes dist/review-locally.user.js, with the client
+// library client/index.js inlined where the marker below is); everything reusable (transports,
+// Markdown, GitLab's REST API, the three diff markups) is in that library.
 //
-// Self-hosted GitLab: the script runs only where an @match says. Either add your origin in the
-// userscript manager, which keeps it across updates of the script:
-//   - Tampermonkey: Dashboard → the script → Settings tab → Includes/Excludes → "User matches"
-//     → Add… → `https://gitlab.example.com/*/-/merge_requests/*` (keep "Original matches" on);
-//   - Violentmonkey: Dashboard → the script's Edit → Settings tab → Custom metadata →
-//     "@match rules" box → one line `https://gitlab.example.com/*/-/merge_requests/*` (keep
-//     "Keep original" ticked) → Save;
-// or add a line under the one for gitlab.com above (reinstalling the script drops it):
-//   // @match        https://gitlab.example.com/*/-/merge_requests/*
-// with your GitLab's scheme and host. (GitLab under a path prefix, e.g.
-// https://example.com/gitlab/, is not supported: the script reads the project from the path.)
-// The companion extension needs the same origin in its options page (or it falls back to
-// WebSocket / HTTP + SSE with a token, below).
+// What it does on a merge-request page (draft §7–§12, §15):
+// - "Review" streams a review of the merge request's commits: progress by stage with counts, a
+//   cancel button, each finding beside its line (or in the panel when the line is not on the
+//   page) with severity, confidence, source, Markdown text, evidence links and the suggestion as a
+//   small diff; one rule firing on several lines of a file is one expandable item.
+// - The run id and last seq are kept per merge request, so a reloaded page shows the same run
+//   again, finished or not; the requestId is derived from the request (merge request, commits,
+//   policy), so reviewing the same thing twice is the same run (draft §12).
+// - "Add draft comment" creates a GitLab draft note (your pending review) at the finding's line
+//   with the page's own session; the note carries the finding's fingerprint as an invisible
+//   marker, so the button never posts it twice and later reviews show it as commented. Nothing
+//   is ever posted by itself (draft §15); the gateway never sees a GitLab token.
+// - "Dismiss" remembers the finding as dismissed in the gateway (per project and fingerprint);
+//   "Review new commits" reviews only what changed since the last review, keeping its findings.
+// - Select lines in the diff (or a file's header for the whole file) and "Ask": a chat about
+//   them, streamed, with the model's tool calls as they happen and a stop button.
+//
+// Self-hosted GitLab: add your origin as a user @match in the userscript manager (Tampermonkey:
+// the script's Settings tab → "User matches"; Violentmonkey: Settings → "@match rules"), e.g.
+// `https://gitlab.example.com/*/-/merge_requests/*`; GitLab under a path prefix
+// (https://example.com/gitlab/) works, the prefix is found from the page.
 //
 // Transport: the companion extension when installed (no token needed), else the daemon's
-// WebSocket, else HTTP + SSE on 127.0.0.1:4317; those two need the gateway token
-// (`review-agent-gateway token show`). Set it once in this origin's devtools console:
-//   localStorage.setItem("review-agent-gateway", JSON.stringify({ token: "..." }))
-// Any other connect() option (port, transports, wsUrl) can go in the same object, and so can
-// `providerId`, `model` and `language` for a review with a model provider (default: the
-// gateway's `default_provider`, else rules only).
-//
-// Where things come from on the page:
-// - project path and MR iid: the URL, `/<project path>/-/merge_requests/<iid>`;
-// - diff refs: GitLab's documented REST API, GET /api/v4/projects/:id/merge_requests/:iid
-//   (`diff_refs.base_sha/start_sha/head_sha`), same origin, so the GitLab session is used;
-// - diff lines: each file is a `.diff-file[data-path]` (its new path). In GitLab's Vue diffs
-//   (app/assets/javascripts/diffs/components/diff_row.vue) each row is a `.line_holder` whose
-//   sides carry GitLab's interoperability attributes (diffs/utils/interoperability.js):
-//   `data-interop-new-line` / `data-interop-old-line` are the line's number on that side, set
-//   only when the line has one (`data-interop-line` follows the row's type, so it is not used).
-//   Classic (HAML) diffs have `td.new_line` / `td.old_line` cells with `data-linenumber`.
-//   A line not on the page (collapsed, or GitLab's newer Rapid Diffs markup) goes in the panel.
-(() => {
+// WebSocket, else HTTP + SSE on 127.0.0.1:4317, which need the gateway token (`review-agent-gateway
+// token show`): paste it in the panel's ⚙ settings. It is kept in the userscript manager's own
+// storage (GM.setValue), which scripts of the GitLab page cannot read — never in the page's
+// localStorage (a token left there by version 0.1 is moved out on first run).
+(async () => {
   "use strict";
 
   /* @inline client/index.js */
 
-  const mr = location.pathname.match(/^\/(.+?)\/-\/merge_requests\/(\d+)(?:\/|$)/);
-  if (!mr) return;
-  const [, projectPath, iid] = mr;
+  // Managers run the script at document-idle (@run-at); anything that injects it earlier waits.
+  if (document.readyState === "loading") await new Promise((r) => document.addEventListener("DOMContentLoaded", r, { once: true }));
+  const page = mergeRequestPage(document);
+  if (!page) return;
+  const project = { gitlabOrigin: page.origin, projectPath: page.projectPath };
+  const gitlab = new GitLab({ base: page.base, project: page.projectId ?? page.projectPath, iid: page.iid, csrfToken: page.csrfToken });
+  const mrKey = `mr:${page.base}/${page.projectPath}!${page.iid}`;
+  const STAGES = ["resolve", "diff", "rules", "model", "validate", "done"];
 
+  // --- Storage: the userscript manager's (GM4 API), else this page view only ---
+  const memory = new Map();
+  const memoryStorage = {
+    getValue: async (k, d) => (memory.has(k) ? memory.get(k) : d),
+    setValue: async (k, v) => { memory.set(k, v); },
+    deleteValue: async (k) => { memory.delete(k); },
+  };
+  const storage = typeof GM !== "undefined" && GM.getValue ? GM : memoryStorage;
+  async function loadSettings() {
+    const stored = await storage.getValue("settings", {});
+    const legacy = localStorage.getItem("review-agent-gateway");
+    if (legacy && storage !== memoryStorage) {
+      try { Object.assign(stored, JSON.parse(legacy)); } catch { /* not JSON: dropped */ }
+      await storage.setValue("settings", stored);
+      localStorage.removeItem("review-agent-gateway");
+    }
+    return stored;
+  }
+  let mrState = await storage.getValue(mrKey, {});
+  const saveState = (patch) => { mrState = { ...mrState, ...patch }; return storage.setValue(mrKey, mrState); };
+
+  // --- DOM helpers ---
   function el(tag, props = {}, ...children) {
-    const node = Object.assign(document.createElement(tag), props);
-    node.append(...children);
+    const { data, ...rest } = props;
+    const node = Object.assign(document.createElement(tag), rest);
+    for (const [k, v] of Object.entries(data ?? {})) if (v != null) node.dataset[k] = String(v);
+    node.append(...children.filter((c) => c != null && c !== false));
     return node;
   }
+  const button = (action, text, title = "") => el("button", { type: "button", className: "rag-btn", title, data: { ragAction: action } }, text);
+  const describe = (error) => `${error.code ? `${error.code}: ` : ""}${error.message}${error.remediation ? ` — ${error.remediation}` : ""}`;
+  const lineLabel = (f) => (f.endLine && f.endLine !== f.startLine ? `L${f.startLine}–${f.endLine}` : `L${f.startLine}`);
+  const blobUrl = (path, start, end, sha) => `${page.base}/${page.projectPath}/-/blob/${sha}/${path.split("/").map(encodeURIComponent).join("/")}#L${start}${end && end !== start ? `-${end}` : ""}`;
 
-  const status = el("span", { className: "review-locally-status" });
-  const button = el("button", { type: "button", className: "btn btn-default review-locally-button" }, "Review locally");
-  const panel = el("div", { className: "review-locally" }, button, " ", status);
-  panel.style.cssText = "position:fixed;right:1em;bottom:1em;z-index:1000;padding:.5em .8em;background:#fff;border:1px solid #bbb;border-radius:4px;font:13px sans-serif";
-  panel.dataset.state = "idle";
+  document.head.append(el("style", { textContent: styleSheet() }));
 
-  function setStatus(state, text) {
+  // --- The panel ---
+  const ui = {
+    review: button("review", "Review"),
+    newCommits: button("review-new-commits", "Review new commits", "Review only the commits pushed since the last review; its findings are kept"),
+    cancel: button("cancel", "Cancel"),
+    settingsButton: button("settings", "⚙", "Gateway settings"),
+    status: el("span", { className: "rag-status" }),
+    progress: el("div", { className: "rag-progress", data: { rag: "progress" } }),
+    error: el("div", { className: "rag-error", data: { rag: "error" } }),
+    dismissed: el("div", { className: "rag-dismissed", data: { rag: "dismissed-count" } }),
+    unplaced: el("div", { className: "rag-unplaced", data: { rag: "unplaced" } }),
+    skipped: el("details", { className: "rag-skipped", data: { rag: "skipped" } }),
+    chat: el("div", { className: "rag-chat", data: { rag: "chat", state: "idle" }, hidden: true }),
+    settings: el("form", { className: "rag-settings", data: { rag: "settings" }, hidden: true }),
+    ask: Object.assign(button("ask", "Ask about the selection"), { className: "rag-btn rag-ask", hidden: true }),
+  };
+  ui.newCommits.hidden = true;
+  ui.cancel.hidden = true;
+  const panel = el("div", { id: "review-agent-gateway", className: "rag-panel", data: { state: "idle", markup: diffMarkup(document) } },
+    el("div", { className: "rag-bar" }, el("b", {}, "Review locally"), ui.review, ui.newCommits, ui.cancel, ui.settingsButton),
+    ui.status, ui.progress, ui.error, ui.settings, ui.chat, ui.dismissed, ui.unplaced, ui.skipped);
+  document.body.append(panel, ui.ask);
+
+  function setState(state, text) {
     panel.dataset.state = state;
-    status.textContent = text;
+    ui.status.textContent = text;
+    const live = state === "running" || state === "connecting";
+    ui.review.disabled = live;
+    ui.newCommits.disabled = live;
+    ui.cancel.hidden = state !== "running";
+    if (state !== "error" && state !== "failed") ui.error.textContent = "";
+  }
+  const showError = (error) => { ui.error.textContent = describe(error); };
+
+  // --- Connection (one per page view; reconnects after a failure) ---
+  let gatewayPromise = null;
+  function gateway() {
+    gatewayPromise ??= loadSettings().then((s) => connect(s)).then((g) => {
+      panel.dataset.transport = g.transportKind;
+      panel.dataset.origin = g.hello?.origin ?? ""; // the origin the extension vouched for
+      return g;
+    }).catch((e) => {
+      gatewayPromise = null;
+      if (e.code === "gateway.unavailable") e.remediation = `${e.remediation ?? ""} Without the companion extension, paste the token of \`review-agent-gateway token show\` in ⚙.`.trim();
+      throw e;
+    });
+    return gatewayPromise;
   }
 
-  /** The diff refs of this MR from GitLab's REST API. */
-  async function diffRefs() {
-    const url = `/api/v4/projects/${encodeURIComponent(projectPath)}/merge_requests/${iid}`;
-    const response = await fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } });
-    if (!response.ok) throw new Error(`GitLab answered ${response.status} for ${url}`);
-    const refs = (await response.json()).diff_refs;
-    if (!refs?.head_sha) throw new Error(`${url} has no diff_refs (is the MR still being prepared?)`);
-    return { baseSha: refs.base_sha, startSha: refs.start_sha, headSha: refs.head_sha };
+  // --- Findings ---
+  /** Per review shown: groups by rule and path, findings by fingerprint, notes and dismissals. */
+  let view = null;
+  function resetView(run) {
+    document.querySelectorAll(".rag-row").forEach((n) => n.remove());
+    ui.unplaced.replaceChildren();
+    ui.skipped.replaceChildren();
+    ui.skipped.hidden = true;
+    ui.dismissed.replaceChildren();
+    view = { run, stage: null, files: null, groups: new Map(), findings: new Map(), noted: new Map(), dismissed: new Set(), headSha: run.headSha };
+    renderProgress();
   }
 
-  /** Shows a finding under its line in the diff, or in the panel when that line is not shown. */
+  function renderProgress(summary) {
+    const shown = [...view.findings.values()].filter((f) => f.status !== "dismissed").length;
+    const d = ui.progress.dataset;
+    d.stage = view.stage ?? "";
+    d.files = view.files ?? "";
+    d.findings = shown;
+    if (summary) { d.filesReviewed = summary.reviewed; d.filesSkipped = summary.skipped; }
+    ui.progress.replaceChildren(
+      el("span", { className: "rag-stages" }, ...STAGES.filter((s) => s !== "model" || view.hasModel).map((s) => el("span", { className: `rag-stage${s === view.stage ? " rag-current" : ""}${STAGES.indexOf(s) < STAGES.indexOf(view.stage) ? " rag-past" : ""}` }, s))),
+      el("span", {}, [
+        view.files != null ? `${view.files} file${view.files === 1 ? "" : "s"}` : null,
+        summary ? `${summary.reviewed} reviewed, ${summary.skipped} skipped` : null,
+        `${shown} findings`,
+        view.tool ? `model: ${view.tool}` : null,
+      ].filter(Boolean).join(" · ")));
+    const hidden = [...view.findings.values()].filter((f) => f.status === "dismissed").length;
+    ui.dismissed.replaceChildren(...(hidden ? [`${hidden} dismissed `, button("show-dismissed", panel.dataset.showDismissed ? "hide" : "show")] : []));
+  }
+
+  function evidenceLinks(finding) {
+    const others = (finding.evidence ?? []).filter((e) => e.path !== finding.path || e.startLine > finding.endLine || e.endLine < finding.startLine);
+    if (!others.length) return null;
+    return el("div", { className: "rag-evidence" }, "See also: ", ...others.flatMap((e, i) => {
+      const link = el("a", { href: blobUrl(e.path, e.startLine, e.endLine, view.headSha), target: "_blank", rel: "noopener noreferrer", title: e.quote ?? "", data: { path: e.path, line: e.startLine } }, `${e.path}:${lineLabel(e)}`);
+      link.addEventListener("click", (event) => { if (jumpTo(e.path, "new", e.startLine)) event.preventDefault(); });
+      return i ? [", ", link] : [link];
+    }));
+  }
+
+  function suggestionDiff(finding) {
+    if (finding.suggestionCode == null) return null;
+    const lines = (text, sign, cls) => String(text ?? "").replace(/\n$/, "").split("\n").map((l) => el("span", { className: cls }, `${sign} ${l}\n`));
+    return el("pre", { className: "rag-suggestion" }, ...(finding.existingCode != null ? lines(finding.existingCode, "-", "rag-del") : []), ...lines(finding.suggestionCode, "+", "rag-add"));
+  }
+
+  function jumpTo(path, side, line) {
+    const row = findDiffRow(document, path, side, line);
+    if (!row) return false;
+    row.scrollIntoView({ block: "center" });
+    row.classList.add("rag-flash");
+    setTimeout(() => row.classList.remove("rag-flash"), 1500);
+    return true;
+  }
+
+  /** Shows one finding: in its group (rule + path), the group beside its first line. */
   function showFinding(finding) {
-    const box = el("div", { className: "review-locally-finding" },
-      el("b", {}, `${finding.severity ?? "finding"}: ${finding.title}`),
-      finding.content ? el("div", {}, finding.content) : "");
-    box.dataset.path = finding.path;
-    box.dataset.line = finding.startLine;
-    box.style.cssText = "border-left:4px solid #c0392b;background:#fdecea;padding:.3em .6em;margin:.2em 0;font:13px sans-serif";
-    const file = [...document.querySelectorAll(".diff-file[data-path]")].find((f) => f.dataset.path === finding.path);
-    const side = finding.side === "old" ? "old" : "new";
-    const line = Number(finding.startLine);
-    const cell = file?.querySelector(`[data-interop-${side}-line="${line}"]`) // Vue diffs
-      ?? file?.querySelector(`td.${side}_line[data-linenumber="${line}"]`); // classic diffs
-    const row = cell?.closest("tr, .line_holder");
-    if (row?.tagName === "TR") {
-      const td = el("td", { colSpan: row.cells.length }, box);
-      row.after(el("tr", { className: "review-locally-row" }, td));
-    } else if (row) {
-      row.after(el("div", { className: "review-locally-row" }, box));
-    } else {
-      box.prepend(`${finding.path}:${finding.startLine} `);
-      panel.append(box);
+    if (view.findings.has(finding.fingerprint)) return; // the same finding twice (a replay)
+    const f = { ...finding, status: finding.status === "dismissed" || view.dismissed.has(finding.fingerprint) ? "dismissed" : "draft" };
+    view.findings.set(f.fingerprint, f);
+    const key = `${f.ruleId ?? f.title}\u0000${f.path}`;
+    let group = view.groups.get(key);
+    if (!group) {
+      const body = el("div", { className: "rag-body" }, el("div", { className: "rag-markdown" }, renderMarkdown(f.content ?? "")));
+      const list = el("ul", { className: "rag-occurrences" });
+      const summary = el("summary", {}, el("span", { className: `rag-sev rag-sev-${f.severity}` }, f.severity), " ", el("b", {}, f.title), " ", el("span", { className: "rag-count" }));
+      const details = el("details", { open: true }, summary,
+        el("div", { className: "rag-meta" }, `${f.confidence} confidence · ${f.source === "analyzer" ? `analyzer ${f.analyzer ?? ""}` : f.source}${f.ruleId ? ` · ${f.ruleId}` : ""}`),
+        body, list);
+      const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, count: 0 } }, details);
+      group = { node, details, body, list, count: 0, first: f, evidence: new Set() };
+      view.groups.set(key, group);
+      const row = findDiffRow(document, f.path, f.side, f.startLine);
+      if (row) insertAfterRow(row, node, "rag-row").dataset.fingerprint = f.fingerprint; else ui.unplaced.append(node);
+    }
+    group.count++;
+    group.node.dataset.count = group.count;
+    if (group.count === 2) group.details.open = false; // several places: one item to expand
+    group.details.querySelector(".rag-count").textContent = group.count > 1 ? `(${group.count} places in ${f.path})` : "";
+    const evidence = evidenceLinks(f);
+    if (evidence && !group.evidence.has(evidence.textContent)) { group.evidence.add(evidence.textContent); group.body.append(evidence); }
+
+    const publish = button("publish", "Add draft comment", "Create a draft note in your pending GitLab review");
+    const dismiss = button("dismiss", "Dismiss", "Hide this finding here and in later reviews");
+    const where = el("a", { href: blobUrl(f.path, f.startLine, f.endLine, view.headSha), className: "rag-where" }, `${f.path}:${lineLabel(f)}`);
+    where.addEventListener("click", (event) => { if (jumpTo(f.path, f.side, f.startLine)) event.preventDefault(); });
+    const item = el("li", { className: "rag-finding", data: { fingerprint: f.fingerprint, path: f.path, line: f.startLine, side: f.side, severity: f.severity, status: f.status, carriedOver: f.carriedOver ? "true" : null } },
+      where, f.carriedOver ? el("span", { className: "rag-tag" }, "earlier review") : null, " ", publish, " ", dismiss,
+      el("span", { className: "rag-note" }), suggestionDiff(f));
+    group.list.append(item);
+    publish.addEventListener("click", () => publishFinding(f, item));
+    dismiss.addEventListener("click", () => dismissFinding(f, item));
+    // Other places of a group get a pointer row beside their own line.
+    if (group.count > 1) {
+      const row = findDiffRow(document, f.path, f.side, f.startLine);
+      if (row) {
+        const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
+        ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
+        insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;
+      }
+    }
+    markNoted(f.fingerprint);
+    refreshHidden();
+  }
+
+  function markNoted(fingerprint) {
+    const kind = view.noted.get(fingerprint);
+    const item = document.querySelector(`.rag-finding[data-fingerprint="${fingerprint}"]`);
+    if (!kind || !item) return;
+    const f = view.findings.get(fingerprint);
+    if (f.status !== "dismissed") f.status = "published";
+    item.dataset.status = f.status;
+    const publish = item.querySelector('[data-rag-action="publish"]');
+    Object.assign(publish, { disabled: true, textContent: kind === "draft" ? "Draft comment exists" : "Comment exists" });
+    publish.dataset.published = "true";
+  }
+
+  function refreshHidden() {
+    const show = Boolean(panel.dataset.showDismissed);
+    for (const group of view.groups.values()) {
+      const items = [...group.list.children];
+      for (const item of items) item.hidden = !show && item.dataset.status === "dismissed";
+      group.node.hidden = items.every((i) => i.hidden);
+    }
+    document.querySelectorAll(".rag-ref").forEach((ref) => { ref.hidden = !show && view.findings.get(ref.dataset.fingerprint)?.status === "dismissed"; });
+    renderProgress(view.summary);
+  }
+
+  let diffsCache = null; // GitLab's diff of the merge request, per head
+  async function publishFinding(f, item) {
+    const publish = item.querySelector('[data-rag-action="publish"]');
+    const note = item.querySelector(".rag-note");
+    publish.disabled = true;
+    note.textContent = " posting…";
+    try {
+      const mr = await gitlab.mergeRequest();
+      if (mr.diffRefs.headSha !== view.headSha) {
+        throw new GitLabError("review.outdated", `the merge request is now at ${mr.diffRefs.headSha.slice(0, 8)}, this review was of ${view.headSha.slice(0, 8)}`, "Review again (or review the new commits) before commenting, so the comment lands on the right line.");
+      }
+      // Fresh from GitLab, so a note added meanwhile (another tab, a colleague) is not repeated.
+      view.noted = await gitlab.notedFingerprints();
+      if (!view.noted.has(f.fingerprint)) {
+        if (diffsCache?.head !== mr.diffRefs.headSha) diffsCache = { head: mr.diffRefs.headSha, diffs: await gitlab.diffs() };
+        const file = diffsCache.diffs.find((d) => (f.side === "old" ? d.old_path : d.new_path) === f.path);
+        if (!file) throw new GitLabError("gitlab.position_unavailable", `${f.path} is not in this merge request's diff`, "Comment on it by hand.");
+        await gitlab.createDraftNote(noteBody(f), notePosition(file, f.side, f.startLine, mr.diffRefs));
+        view.noted.set(f.fingerprint, "draft");
+      }
+      note.textContent = "";
+      for (const fp of view.noted.keys()) markNoted(fp);
+    } catch (error) {
+      note.textContent = ` ${describe(error)}`;
+      publish.disabled = false;
     }
   }
 
-  async function review() {
-    button.disabled = true;
-    document.querySelectorAll(".review-locally-row, .review-locally .review-locally-finding").forEach((n) => n.remove());
+  async function dismissFinding(f, item) {
+    const note = item.querySelector(".rag-note");
+    const undo = f.status === "dismissed";
     try {
-      setStatus("connecting", "connecting…");
-      const options = JSON.parse(localStorage.getItem("review-agent-gateway") || "{}");
-      const gateway = await connect(options);
-      panel.dataset.transport = gateway.transportKind;
-      panel.dataset.origin = gateway.hello?.origin ?? "";
-      const request = {
-        requestId: `userscript-${Date.now()}`,
-        mode: "merge-request",
-        target: { gitlabOrigin: location.origin, projectPath, mergeRequestIid: Number(iid), diffRefs: await diffRefs() },
-        scope: { filePaths: null, selection: null },
-        policy: { minConfidence: "low", ...(options.language && { language: options.language }) },
-        ...(options.providerId && { providerId: options.providerId }),
-        ...(options.model && { model: options.model }),
-      };
-      let found = 0;
-      for await (const event of gateway.review(request)) {
-        if (event.type === "finding.created") { found++; showFinding(event.finding); }
-        if (event.type === "stage.changed") setStatus("running", `${event.stage ?? "running"}… (${found} findings, via ${gateway.transportKind})`);
-        if (event.type === "run.failed") throw new Error(event.error?.message ?? "the review failed");
-        if (event.type === "run.interrupted") setStatus("running", `the gateway stopped; resuming… (${found} findings)`);
-        if (event.type === "run.completed" || event.type === "run.cancelled") {
-          const run = await gateway.getRun(event.runId);
-          panel.dataset.runFindings = run.findings.length;
-          setStatus(event.type === "run.completed" ? "done" : "cancelled",
-            `${run.state}: ${run.findings.length} findings (via ${gateway.transportKind})`);
+      const g = await gateway();
+      if (undo) await g.undismiss(project, f.fingerprint); else await g.dismiss(project, f);
+      f.status = undo ? "draft" : "dismissed";
+      item.dataset.status = f.status;
+      item.querySelector('[data-rag-action="dismiss"]').textContent = undo ? "Dismiss" : "Restore";
+      if (undo) markNoted(f.fingerprint);
+      refreshHidden();
+    } catch (error) {
+      note.textContent = ` ${describe(error)}`;
+    }
+  }
+
+  // --- Runs ---
+  /** Follows a run's events (a new review, or the stored one after a reload) into the view. */
+  async function follow(events, { restoring = false } = {}) {
+    setState("running", restoring ? "reattached to the review…" : "reviewing…");
+    try {
+      for await (const event of events) {
+        if (event.seq) saveState({ lastSeq: event.seq });
+        switch (event.type) {
+          case "run.created":
+            panel.dataset.runId = event.runId;
+            saveState({ runId: event.runId, lastSeq: event.seq });
+            break;
+          case "stage.changed":
+            view.stage = event.stage;
+            view.tool = null;
+            view.hasModel ||= event.stage === "model";
+            renderProgress();
+            break;
+          case "context.added":
+            if (event.context.kind === "diff") view.files = event.context.files;
+            if (event.context.kind === "revisions") view.headSha = event.context.headSha;
+            if (event.context.kind === "model") view.hasModel = true;
+            renderProgress();
+            break;
+          case "tool.started": view.tool = event.tool; renderProgress(); break;
+          case "finding.created": showFinding(event.finding); break;
+          case "run.completed":
+            finish(event);
+            setState("done", `reviewed ${view.headSha.slice(0, 8)}${event.fromCache ? " (from cache)" : ""} via ${panel.dataset.transport}`);
+            await saveState({ state: "completed", completed: { runId: event.runId, headSha: view.headSha } });
+            break;
+          case "run.failed":
+            finish(event);
+            setState("failed", "the review failed");
+            showError(event.error ?? {});
+            await saveState({ state: "failed" });
+            break;
+          case "run.cancelled":
+            setState("cancelled", "cancelled");
+            await saveState({ state: "cancelled" });
+            break;
+          case "run.interrupted":
+            setState(restoring ? "interrupted" : "running", restoring ? "the gateway stopped during this review: press Review to resume it" : "the gateway stopped; resuming…");
+            break;
+          default: break;
         }
       }
     } catch (error) {
-      setStatus("error", `${error.code ? error.code + ": " : ""}${error.message}${error.remediation ? " — " + error.remediation : ""}`);
-    } finally {
-      button.disabled = false;
+      if (restoring && error.code === "run.not_found") { await storage.deleteValue(mrKey); mrState = {}; setState("idle", ""); return; }
+      setState("error", "");
+      showError(error);
+    }
+    updateNewCommits();
+  }
+
+  function finish(event) {
+    const skipped = event.skippedFiles ?? [];
+    view.summary = { reviewed: (event.reviewedFiles ?? []).length, skipped: skipped.length };
+    renderProgress(view.summary);
+    if (skipped.length) {
+      ui.skipped.hidden = false;
+      ui.skipped.replaceChildren(el("summary", {}, `${skipped.length} files not reviewed`),
+        el("ul", {}, ...skipped.map((s) => el("li", { data: { path: s.path, reason: s.reason } }, `${s.path} — ${s.reason}${s.detail ? ` (${s.detail})` : ""}`))));
     }
   }
 
-  button.addEventListener("click", review);
-  const mount = () => document.body.append(panel);
-  if (document.body) mount(); else document.addEventListener("DOMContentLoaded", mount);
+  async function loadMarks() {
+    const [dismissals, noted] = await Promise.allSettled([gateway().then((g) => g.dismissals(project)), gitlab.notedFingerprints()]);
+    if (dismissals.status === "fulfilled") for (const d of dismissals.value.dismissals ?? []) view.dismissed.add(d.fingerprint);
+    if (noted.status === "fulfilled") view.noted = noted.value;
+    else ui.error.textContent = `Comments on this merge request could not be read: ${describe(noted.reason)}`;
+    for (const f of view.findings.values()) {
+      if (view.dismissed.has(f.fingerprint) && f.status !== "dismissed") {
+        f.status = "dismissed";
+        const item = document.querySelector(`.rag-finding[data-fingerprint="${f.fingerprint}"]`);
+        if (item) { item.dataset.status = "dismissed"; item.querySelector('[data-rag-action="dismiss"]').textContent = "Restore"; }
+      }
+      markNoted(f.fingerprint);
+    }
+    refreshHidden();
+  }
+
+  async function review({ incremental = false } = {}) {
+    setState("connecting", "connecting…");
+    try {
+      const [g, mr, settings] = await Promise.all([gateway(), gitlab.mergeRequest(), loadSettings()]);
+      const since = incremental ? mrState.completed : null;
+      const request = {
+        mode: "merge-request",
+        target: { gitlabOrigin: page.origin, projectPath: page.projectPath, mergeRequestIid: page.iid, diffRefs: mr.diffRefs },
+        scope: { filePaths: null, selection: null, ...(since && { sinceCommit: since.headSha, previousRunId: since.runId }) },
+        policy: { minConfidence: "low", ...(settings.language && { language: settings.language }) },
+        ...(settings.providerId && { providerId: settings.providerId }),
+        ...(settings.model && { model: settings.model }),
+      };
+      // The same review again is the same run (draft §12), unless the last one of it was
+      // cancelled or failed: then a new attempt.
+      const base = await reviewRequestId(request);
+      const again = mrState.baseRequestId === base && ["cancelled", "failed"].includes(mrState.state);
+      const attempt = mrState.baseRequestId === base ? (mrState.attempt ?? 0) + (again ? 1 : 0) : 0;
+      request.requestId = await reviewRequestId(request, attempt);
+      await saveState({ baseRequestId: base, attempt, requestId: request.requestId, headSha: mr.diffRefs.headSha, state: "running", runId: null, lastSeq: 0 });
+      resetView({ headSha: mr.diffRefs.headSha });
+      const marks = loadMarks();
+      await follow(g.review(request));
+      await marks;
+    } catch (error) {
+      setState("error", "");
+      showError(error);
+    }
+  }
+
+  async function restore() {
+    if (!mrState.runId) return updateNewCommits();
+    resetView({ headSha: mrState.headSha });
+    panel.dataset.runId = mrState.runId;
+    try {
+      const g = await gateway();
+      const marks = loadMarks();
+      // Every stored event from the start: the page is new, so each is shown once.
+      await follow(g.events(mrState.runId, 0), { restoring: true });
+      await marks;
+    } catch (error) {
+      setState("error", "");
+      showError(error);
+    }
+  }
+
+  let mrHead = null;
+  async function updateNewCommits() {
+    try { mrHead ??= (await gitlab.mergeRequest()).diffRefs.headSha; } catch { return; }
+    ui.newCommits.hidden = !(mrState.completed && mrState.completed.headSha !== mrHead);
+    if (!ui.newCommits.hidden) ui.newCommits.title = `Review the commits since ${mrState.completed.headSha.slice(0, 8)}; the findings of that review are kept`;
+  }
+
+  ui.review.addEventListener("click", () => review());
+  ui.newCommits.addEventListener("click", () => review({ incremental: true }));
+  ui.cancel.addEventListener("click", async () => {
+    try { await (await gateway()).cancel(mrState.runId, "user_cancelled"); } catch (error) { showError(error); }
+  });
+  panel.addEventListener("click", (event) => {
+    if (event.target.dataset?.ragAction !== "show-dismissed") return;
+    if (panel.dataset.showDismissed) delete panel.dataset.showDismissed; else panel.dataset.showDismissed = "true";
+    refreshHidden();
+  });
+
+  // --- Settings ---
+  ui.settingsButton.addEventListener("click", async () => {
+    const s = await loadSettings();
+    const field = (name, label, value, type = "text") => el("label", {}, label, " ", el("input", { name, type, value: value ?? "", autocomplete: "off" }));
+    ui.settings.replaceChildren(
+      field("token", "Token", s.token, "password"), field("port", "Port", s.port ?? DEFAULT_PORT, "number"),
+      field("providerId", "Provider", s.providerId), field("model", "Model", s.model),
+      el("small", {}, storage !== memoryStorage ? "Kept in the userscript manager's storage, not in the page's." : "Not kept: this userscript manager offers no GM.setValue."),
+      button("save-settings", "Save"));
+    ui.settings.hidden = !ui.settings.hidden;
+  });
+  ui.settings.addEventListener("click", async (event) => {
+    if (event.target.dataset?.ragAction !== "save-settings") return;
+    const form = new FormData(ui.settings);
+    const s = Object.fromEntries([...form].map(([k, v]) => [k, String(v).trim()]).filter(([, v]) => v));
+    if (s.port) s.port = Number(s.port);
+    await storage.setValue("settings", s);
+    gatewayPromise = null;
+    ui.settings.hidden = true;
+  });
+
+  // --- Chat on a selection (draft §7) ---
+  let selection = null;
+  let selectionTimer = null;
+  let chat = null; // { context, messages, runId, stream }
+  document.addEventListener("selectionchange", () => {
+    clearTimeout(selectionTimer);
+    selectionTimer = setTimeout(() => {
+      const s = window.getSelection();
+      const lines = selectedDiffLines(s);
+      if (!lines || panel.contains(s.anchorNode)) { ui.ask.hidden = true; return; }
+      selection = lines;
+      const rect = s.getRangeAt(0).getBoundingClientRect();
+      Object.assign(ui.ask.style, { top: `${window.scrollY + rect.bottom + 4}px`, left: `${window.scrollX + rect.left}px` });
+      ui.ask.textContent = `Ask about ${lines.path}:${lineLabel(lines)}`;
+      ui.ask.hidden = false;
+    }, 120);
+  });
+  ui.ask.addEventListener("click", () => {
+    ui.ask.hidden = true;
+    chat = { context: selection, messages: [] };
+    ui.chat.hidden = false;
+    ui.chat.dataset.state = "idle";
+    ui.chat.replaceChildren(
+      el("div", { className: "rag-chat-context" }, `About ${selection.path}:${lineLabel(selection)}`, " ", button("close-chat", "×")),
+      el("div", { className: "rag-chat-log" }),
+      el("textarea", { name: "question", rows: 3, placeholder: "Ask about these lines…" }),
+      button("send", "Send"), " ", Object.assign(button("stop", "Stop"), { disabled: true }));
+    ui.chat.querySelector("textarea").focus();
+  });
+  ui.chat.addEventListener("click", (event) => {
+    const action = event.target.dataset?.ragAction;
+    if (action === "send") sendChat();
+    if (action === "stop") stopChat();
+    if (action === "close-chat") { stopChat(); ui.chat.hidden = true; }
+  });
+
+  async function sendChat() {
+    const textarea = ui.chat.querySelector("textarea");
+    const question = textarea.value.trim();
+    if (!question || ui.chat.dataset.state === "running") return;
+    textarea.value = "";
+    const log = ui.chat.querySelector(".rag-chat-log");
+    const answer = el("div", { className: "rag-chat-answer rag-markdown" });
+    const tools = el("ul", { className: "rag-tools" });
+    log.append(el("div", { className: "rag-chat-question" }, question), tools, answer);
+    chat.messages.push({ role: "user", content: question });
+    ui.chat.dataset.state = "running";
+    ui.chat.querySelector('[data-rag-action="stop"]').disabled = false;
+    let text = "";
+    let pending = false;
+    const render = () => { pending = false; answer.replaceChildren(renderMarkdown(text)); };
+    try {
+      const [g, settings] = await Promise.all([gateway(), loadSettings()]);
+      const c = chat.context;
+      const diffRefs = (await gitlab.mergeRequest()).diffRefs;
+      chat.stream = g.chat({
+        requestId: `chat_${crypto.randomUUID()}`,
+        messages: chat.messages,
+        context: { kind: "selection", gitlabOrigin: page.origin, projectPath: page.projectPath, mergeRequestIid: page.iid,
+          filePath: c.path, startLine: c.startLine, endLine: c.endLine, text: c.text,
+          headSha: c.side === "old" ? diffRefs.baseSha : diffRefs.headSha },
+        toolsEnabled: true,
+        ...(settings.providerId && { providerId: settings.providerId }),
+        ...(settings.model && { model: settings.model }),
+      });
+      for await (const event of chat.stream) {
+        if (event.type === "run.created") { chat.runId = event.runId; ui.chat.dataset.runId = event.runId; }
+        if (event.type === "text.delta") { text += event.text; if (!pending) { pending = true; requestAnimationFrame(render); } }
+        if (event.type === "tool.started") {
+          tools.append(el("li", { className: "rag-tool", data: { tool: event.tool, callId: event.callId, state: "started" } },
+            el("code", {}, event.tool), " ", el("span", {}, JSON.stringify(event.input ?? {}).slice(0, 200))));
+        }
+        if (event.type === "tool.completed") {
+          const li = tools.querySelector(`[data-call-id="${CSS.escape(event.callId)}"]`);
+          if (li) {
+            li.dataset.state = "completed";
+            li.dataset.ok = String(event.ok);
+            li.append(el("details", {}, el("summary", {}, event.ok ? `done${event.durationMs != null ? ` in ${event.durationMs} ms` : ""}` : `failed: ${event.error?.code ?? ""}`),
+              el("pre", {}, event.outputPreview ?? event.error?.message ?? "")));
+          }
+        }
+        if (event.type === "run.failed") throw Object.assign(new Error(event.error?.message ?? "the chat failed"), event.error ?? {});
+        if (event.type === "run.cancelled") ui.chat.dataset.state = "stopped";
+      }
+      render();
+      if (ui.chat.dataset.state === "running") ui.chat.dataset.state = "done";
+      chat.messages.push({ role: "assistant", content: text });
+    } catch (error) {
+      render();
+      ui.chat.dataset.state = "error";
+      log.append(el("div", { className: "rag-error" }, describe(error)));
+    } finally {
+      ui.chat.querySelector('[data-rag-action="stop"]').disabled = true;
+    }
+  }
+
+  async function stopChat() {
+    if (!chat || ui.chat.dataset.state !== "running") return;
+    ui.chat.dataset.state = "stopped";
+    try { if (chat.runId) await (await gateway()).cancel(chat.runId, "user_cancelled"); } catch { /* ended meanwhile */ }
+  }
+
+  await restore();
+
+  /** The panel's look: GitLab's own palette, light and dark (`html.gl-dark`, or the system's
+   * dark scheme with GitLab's "auto" theme, `html.gl-system`). */
+  function styleSheet() {
+    return `
+.rag-panel, .rag-row, .rag-ask { --rag-bg:#fff; --rag-fg:#3a383f; --rag-muted:#737278; --rag-border:#dcdcde; --rag-soft:#f6f6f7;
+  --rag-add:#ddfbe6; --rag-del:#fdd4cd; --rag-critical:#8d1300; --rag-high:#c91c00; --rag-medium:#9e5400; --rag-low:#1f75cb; --rag-info:#737278; --rag-link:#1068bf;
+  font: 13px/1.45 var(--default-regular-font, system-ui, sans-serif); color: var(--rag-fg); }
+html.gl-dark .rag-panel, html.gl-dark .rag-row, html.gl-dark .rag-ask { --rag-bg:#28272d; --rag-fg:#ececef; --rag-muted:#bfbfc3; --rag-border:#4c4b51; --rag-soft:#333238;
+  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; }
+@media (prefers-color-scheme: dark) { html.gl-system .rag-panel, html.gl-system .rag-row, html.gl-system .rag-ask { --rag-bg:#28272d; --rag-fg:#ececef; --rag-muted:#bfbfc3; --rag-border:#4c4b51; --rag-soft:#333238;
+  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; } }
+.rag-panel { position: fixed; right: 1em; bottom: 1em; z-index: 1000; width: 30em; max-height: 70vh; overflow: auto; padding: .6em .8em;
+  background: var(--rag-bg); border: 1px solid var(--rag-border); border-radius: 6px; box-shadow: 0 4px 12px rgba(0,0,0,.15); }
+.rag-bar { display: flex; gap: .4em; align-items: center; } .rag-bar b { flex: 1; }
+.rag-btn { font: inherit; color: var(--rag-fg); background: var(--rag-soft); border: 1px solid var(--rag-border); border-radius: 4px; padding: .1em .6em; cursor: pointer; }
+.rag-btn:disabled { opacity: .6; cursor: default; }
+.rag-status, .rag-meta, .rag-dismissed, .rag-progress { color: var(--rag-muted); display: block; }
+.rag-stages { display: flex; gap: .3em; margin: .3em 0; } .rag-stage { padding: 0 .4em; border-radius: 3px; background: var(--rag-soft); }
+.rag-stage.rag-past { opacity: .6; } .rag-stage.rag-current { background: var(--rag-low); color: #fff; font-weight: 600; }
+.rag-error { color: var(--rag-high); white-space: pre-wrap; } .rag-error:empty { display: none; }
+.rag-group { border-left: 4px solid var(--rag-high); background: var(--rag-bg); color: var(--rag-fg); padding: .3em .6em; margin: .3em 0; border-radius: 0 4px 4px 0; }
+.rag-group summary { cursor: pointer; } .rag-count { color: var(--rag-muted); }
+.rag-sev { font-size: 11px; font-weight: 600; text-transform: uppercase; padding: 0 .4em; border-radius: 3px; color: #fff; background: var(--rag-info); }
+.rag-sev-critical { background: var(--rag-critical); } .rag-sev-high { background: var(--rag-high); } .rag-sev-medium { background: var(--rag-medium); } .rag-sev-low { background: var(--rag-low); }
+.rag-markdown p { margin: .3em 0; } .rag-markdown code, .rag-suggestion { background: var(--rag-soft); border-radius: 3px; font: 12px monospace; }
+.rag-markdown pre { background: var(--rag-soft); padding: .4em; overflow: auto; }
+.rag-suggestion { display: block; padding: .3em; margin: .3em 0; white-space: pre; overflow: auto; }
+.rag-add { background: var(--rag-add); display: block; } .rag-del { background: var(--rag-del); display: block; }
+.rag-occurrences { margin: .3em 0; padding-left: 1.2em; } .rag-finding { margin: .2em 0; }
+.rag-finding[data-status="dismissed"] { opacity: .55; }
+.rag-tag { font-size: 11px; color: var(--rag-muted); border: 1px solid var(--rag-border); border-radius: 3px; padding: 0 .3em; margin-left: .3em; }
+.rag-note { color: var(--rag-muted); } .rag-group a, .rag-chat a { color: var(--rag-link); } .rag-ref { font-size: 12px; color: var(--rag-muted); margin-left: 1em; }
+.rag-row > td { padding: .2em .5em; background: var(--rag-bg); }
+.rag-flash { outline: 2px solid var(--rag-low); }
+.rag-ask { position: absolute; z-index: 1001; box-shadow: 0 2px 6px rgba(0,0,0,.2); }
+.rag-chat { border-top: 1px solid var(--rag-border); margin-top: .5em; padding-top: .4em; }
+.rag-chat textarea { width: 100%; box-sizing: border-box; font: inherit; background: var(--rag-bg); color: var(--rag-fg); border: 1px solid var(--rag-border); }
+.rag-chat-question { font-weight: 600; margin-top: .4em; } .rag-tools { margin: .2em 0; padding-left: 1.2em; color: var(--rag-muted); }
+.rag-tool[data-state="started"]::after { content: " …"; }
+.rag-settings label { display: block; margin: .2em 0; } .rag-settings input { font: inherit; width: 60%; }
+.rag-skipped summary { cursor: pointer; color: var(--rag-muted); }
+`;
+  }
 })();
