@@ -325,8 +325,9 @@ export class Gateway {
   dismiss(project, finding, reason) {
     return this.request("POST", "/v1/dismissals", {
       gitlabOrigin: project.gitlabOrigin, projectPath: project.projectPath, fingerprint: finding.fingerprint,
-      ...(reason ? { reason } : {}), ...(finding.ruleId ? { ruleId: finding.ruleId } : {}),
-      path: finding.path, title: finding.title,
+      // The gateway keeps at most 500 characters of each (reason is the caller's to keep short).
+      ...(reason ? { reason } : {}), ...(finding.ruleId ? { ruleId: finding.ruleId.slice(0, 500) } : {}),
+      path: finding.path.slice(0, 500), title: finding.title.slice(0, 500),
     });
   }
   /** DELETE /v1/dismissals: forgets a dismissal; resolves to `{ removed }`. */
