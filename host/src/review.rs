@@ -828,6 +828,7 @@ fn pipeline(
             source: FindingSource::Rule,
             analyzer: None,
             status: FindingStatus::Draft,
+            carried_over: None,
         };
         emitter.finding(&finding);
         findings.push(finding);

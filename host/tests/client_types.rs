@@ -273,7 +273,12 @@ fn finding(full: bool) -> ReviewFinding {
             FindingSource::Model
         },
         analyzer: full.then(|| "ruff".into()),
-        status: FindingStatus::Draft,
+        status: if full {
+            FindingStatus::Dismissed
+        } else {
+            FindingStatus::Draft
+        },
+        carried_over: full.then_some(true),
     }
 }
 
@@ -343,6 +348,7 @@ fn payloads() -> Vec<EventPayload> {
                 }),
                 rule_set_version: some("security-default@1.0.0"),
                 from_cache: full.then_some(false),
+                dismissed_count: full.then_some(1),
                 duration_ms: full.then_some(12),
             }),
             EventPayload::RunFailed(RunFailed {

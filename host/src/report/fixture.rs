@@ -49,6 +49,7 @@ pub(crate) fn finding(path: &str, start: u32, end: u32, severity: Severity) -> R
         source: FindingSource::Model,
         analyzer: None,
         status: FindingStatus::Draft,
+        carried_over: None,
     }
 }
 
@@ -91,6 +92,7 @@ pub(crate) fn checkout_finding() -> ReviewFinding {
         source: FindingSource::Model,
         analyzer: None,
         status: FindingStatus::Draft,
+        carried_over: None,
     }
 }
 
