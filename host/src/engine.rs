@@ -42,6 +42,7 @@ use crate::tools::Registry;
 
 mod agent_calls;
 mod dismissals;
+mod incremental;
 mod tool_calls;
 mod workspace_calls;
 
@@ -640,7 +641,7 @@ impl Gateway {
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
         self.spawn(
-            Job::Review(options, project),
+            Job::Review(Box::new(options), project),
             control,
             Some(request.request_id),
             true,
@@ -718,7 +719,7 @@ impl Gateway {
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
         self.spawn(
-            Job::Chat(options),
+            Job::Chat(Box::new(options)),
             control,
             Some(request.request_id),
             true,
@@ -885,7 +886,7 @@ impl Gateway {
             .cloned()
             .collect::<HashSet<_>>();
         self.spawn(
-            Job::Review(options, project),
+            Job::Review(Box::new(options), project),
             control,
             record.request_id.clone(),
             false,
@@ -1206,6 +1207,7 @@ impl Gateway {
                 )
             })?;
         }
+        self.incremental_options(request, mapping, &mut options)?;
         let policy = request.policy.clone().unwrap_or_default();
         options.rule_set_ids = policy.rule_set_ids.clone();
         if let Some(c) = policy.min_confidence {
@@ -1872,9 +1874,9 @@ fn not_mapped(gitlab_origin: &str, project_path: &str) -> GatewayError {
 enum Job {
     /// A review (`POST /v1/reviews`, resume) of a mapped project (whose dismissals mark its
     /// findings).
-    Review(ReviewOptions, dismissals::ProjectKey),
+    Review(Box<ReviewOptions>, dismissals::ProjectKey),
     /// A chat (`POST /v1/chat`).
-    Chat(ChatOptions),
+    Chat(Box<ChatOptions>),
 }
 
 /// The runtime a run's model streams run on: the daemon's own.

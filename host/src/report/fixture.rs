@@ -240,6 +240,7 @@ pub(crate) fn review_events() -> Vec<AgentEvent> {
             ]),
             rule_set_version: Some("rs-2025.01.31-4f2a".into()),
             from_cache: Some(false),
+            dismissed_count: None,
             duration_ms: Some(12_340),
         }
         .into(),
