@@ -77,7 +77,9 @@ pub use record::{
 use crate::protocol::Dismissal;
 use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
 
-/// The most dismissals kept per project (issue 17): [`Store::put_dismissal`] refuses more.
+/// The most dismissals the gateway keeps per project (issue 17), the `cap` the engine gives
+/// [`Store::put_dismissal`]: the listing a page loads stays small, and a client in a loop
+/// cannot grow the file without bound.
 pub const MAX_DISMISSALS_PER_PROJECT: usize = 10_000;
 
 /// What [`Store::put_dismissal`] did.
@@ -87,7 +89,8 @@ pub enum DismissalPut {
     Created(Dismissal),
     /// The fingerprint was already dismissed for the project: the stored row, unchanged.
     Existing(Dismissal),
-    /// The project already has [`MAX_DISMISSALS_PER_PROJECT`] dismissals; nothing was stored.
+    /// The project already has `cap` dismissals ([`Store::put_dismissal`]); nothing was
+    /// stored.
     Full,
 }
 
@@ -1039,8 +1042,8 @@ impl Store {
 impl Store {
     /// Stores dismissal `d` of (`origin`, `project`) unless that fingerprint is already
     /// dismissed there (then the stored row is returned, unchanged: idempotent) or the project
-    /// holds [`MAX_DISMISSALS_PER_PROJECT`] already. The caller validates and normalizes the
-    /// fields (the engine, `Gateway::dismiss`).
+    /// holds `cap` dismissals already (the engine's cap is [`MAX_DISMISSALS_PER_PROJECT`]).
+    /// The caller validates and normalizes the fields (the engine, `Gateway::dismiss`).
     ///
     /// # Errors
     ///
@@ -1051,6 +1054,7 @@ impl Store {
         origin: &str,
         project: &str,
         d: &Dismissal,
+        cap: usize,
     ) -> Result<DismissalPut, StoreError> {
         let key = format!("{origin} {project} {}", d.fingerprint);
         self.guard(Access::Write, || {
@@ -1065,17 +1069,7 @@ impl Store {
                     .transpose()?;
                 if let Some(existing) = existing {
                     DismissalPut::Existing(existing)
-                } else if table
-                    .range((origin, project, "")..)?
-                    .take(MAX_DISMISSALS_PER_PROJECT)
-                    .map_while(|entry| {
-                        let (k, _) = entry.ok()?;
-                        let (o, p, _) = k.value();
-                        (o == origin && p == project).then_some(())
-                    })
-                    .count()
-                    >= MAX_DISMISSALS_PER_PROJECT
-                {
+                } else if count_project(&table, origin, project, cap)? >= cap {
                     DismissalPut::Full
                 } else {
                     table.insert((origin, project, d.fingerprint.as_str()), bytes.as_slice())?;
@@ -1116,7 +1110,7 @@ impl Store {
     }
 
     /// Every dismissal of (`origin`, `project`), newest first (by `dismissedAt`, then
-    /// fingerprint); at most [`MAX_DISMISSALS_PER_PROJECT`].
+    /// fingerprint).
     ///
     /// # Errors
     ///
@@ -1149,6 +1143,25 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// How many rows of `table` belong to (`origin`, `project`), counting up to `cap`.
+fn count_project(
+    table: &impl ReadableTable<(&'static str, &'static str, &'static str), &'static [u8]>,
+    origin: &str,
+    project: &str,
+    cap: usize,
+) -> Result<usize, StoreError> {
+    let mut count = 0;
+    for entry in table.range((origin, project, "")..)? {
+        let (key, _) = entry?;
+        let (o, p, _) = key.value();
+        if o != origin || p != project || count >= cap {
+            break;
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 // === impl StoreCloser ===

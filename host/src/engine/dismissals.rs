@@ -107,11 +107,12 @@ impl Gateway {
             title: request.title,
             dismissed_at: crate::review::now_rfc3339(),
         };
-        match self
-            .inner
-            .store
-            .put_dismissal(&key.origin, &key.project, &dismissal)?
-        {
+        match self.inner.store.put_dismissal(
+            &key.origin,
+            &key.project,
+            &dismissal,
+            MAX_DISMISSALS_PER_PROJECT,
+        )? {
             DismissalPut::Created(dismissal) => Ok(Dismissed {
                 dismissal,
                 created: true,
