@@ -439,3 +439,93 @@ fn the_daemon_reviews_new_commits_only_and_checks_the_fields() {
         assert!(error["remediation"].as_str().is_some_and(|r| !r.is_empty()));
     }
 }
+
+#[test]
+fn the_model_sees_only_files_changed_since_and_reports_only_on_changed_lines() {
+    use common::fake_provider::{FakeProvider, OpenAiStream, Reply};
+    use review_agent_gateway::config::ProviderKind;
+
+    let report = |id: &str, line: u32, quote: &str| {
+        let arguments = json!({
+            "path": "app.py", "startLine": line, "endLine": line, "category": "bug",
+            "severity": "medium", "confidence": "high", "title": format!("Line {line}"),
+            "content": "Untrusted input reaches eval.",
+            "evidence": [{"path": "app.py", "startLine": line, "endLine": line, "quote": quote}],
+        })
+        .to_string();
+        Reply::from(
+            OpenAiStream::new()
+                .tool_call(0, id, "report_finding", &[&arguments])
+                .end("tool_calls", 100, 10),
+        )
+    };
+    let fake = FakeProvider::with_script([
+        // Line 4 (A) is added by the merge request but did not change since head1: not this
+        // review's. Line 7 (C) is new since.
+        report("call_1", 4, "a = eval(x)"),
+        report("call_2", 7, "c = eval(w)"),
+        Reply::from(OpenAiStream::new().text("Done.").end("stop", 100, 2)),
+    ]);
+    let repo = repo();
+    let home = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(home.path().join("config")).expect("mkdir");
+    std::fs::write(
+        home.path().join("config/config.toml"),
+        format!(
+            "allowed_origins = [\"{ORIGIN}\"]\n\n[[mappings]]\ngitlab_origin = \"{ORIGIN}\"\n\
+             project_path = \"{PROJECT}\"\nlocal_path = \"{}\"\n\n{}context_window = 32768\n",
+            repo.dir.path().display(),
+            fake.toml("fake", ProviderKind::OpenaiCompatible, Some("FAKE_KEY"))
+        ),
+    )
+    .expect("write config");
+    let mut child = http::spawn_serve(home.path(), &[("FAKE_KEY", "sk-fake-0123456789abcdef")]);
+    let port = read_port(&mut child);
+    let auth = format!("Bearer {}", token(home.path()));
+    let body = json!({
+        "requestId": "model-since",
+        "mode": "merge-request",
+        "providerId": "fake",
+        "target": {
+            "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "mergeRequestIid": 3,
+            "diffRefs": { "baseSha": repo.base, "startSha": repo.base, "headSha": repo.head2 }
+        },
+        "scope": { "sinceCommit": repo.head1 },
+        "policy": { "minConfidence": "low" }
+    });
+    let reply = http::request(
+        port,
+        "POST",
+        "/v1/reviews",
+        &[("Authorization", &auth)],
+        Some(&body),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let events = reply.sse();
+    assert_eq!(
+        events.last().map(|e| e.1.as_str()),
+        Some("run.completed"),
+        "{events:?}"
+    );
+    let model: Vec<u64> = events
+        .iter()
+        .filter(|e| e.1 == "finding.created" && e.2["finding"]["source"] == "model")
+        .filter_map(|e| e.2["finding"]["startLine"].as_u64())
+        .collect();
+    assert_eq!(model, vec![7], "{events:?}");
+
+    let requests = fake.scripted_requests();
+    assert!(!requests.is_empty());
+    let prompt = requests[0].json()["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(prompt.contains("### app.py"), "{prompt}");
+    assert!(prompt.contains("c = eval(w)"), "{prompt}");
+    assert!(
+        !prompt.contains("util.py") && !prompt.contains("d = eval(z)"),
+        "a file unchanged since is not shown to the model: {prompt}"
+    );
+}
