@@ -853,6 +853,7 @@ fn pipeline(
     let mut occurrences: HashMap<(String, String, String), u32> = HashMap::new();
     let mut seen = std::collections::HashSet::new();
     // An incremental review's carried-over findings come first (issue 17).
+    let mut carried: HashSet<String> = HashSet::new();
     if let Some((changes, _)) = &since_changes {
         let mr_files: HashMap<&str, &crate::repo::FileDiff> = diff
             .files
@@ -871,6 +872,7 @@ fn pipeline(
             {
                 continue;
             }
+            carried.insert(finding.fingerprint.clone());
             emitter.finding(&finding);
             findings.push(finding);
         }
@@ -892,8 +894,15 @@ fn pipeline(
         let normalized = fingerprint::normalize(&flagged);
         let key = (c.rule.id().to_owned(), c.path.to_owned(), normalized);
         let occurrence = occurrences.entry(key).or_insert(0);
-        let fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
+        let mut fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
         *occurrence += 1;
+        // A carried-over finding on an unchanged line with the same text holds this ordinal
+        // already (an incremental review sees only the changed lines): take the next one, so
+        // the new occurrence is reported, not deduplicated away.
+        while carried.contains(&fp) {
+            fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
+            *occurrence += 1;
+        }
         if !seen.insert(fp.clone()) || control.already_emitted.contains(&fp) {
             continue;
         }

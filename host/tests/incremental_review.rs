@@ -529,3 +529,44 @@ fn the_model_sees_only_files_changed_since_and_reports_only_on_changed_lines() {
         "a file unchanged since is not shown to the model: {prompt}"
     );
 }
+
+#[test]
+fn a_new_copy_of_a_carried_over_line_is_reported_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    let base = commit(dir.path(), &[("app.py", "import os\n")], "base");
+    let head1 = commit(
+        dir.path(),
+        &[("app.py", "import os\na = eval(x)\n")],
+        "head1",
+    );
+    let head2 = commit(
+        dir.path(),
+        &[("app.py", "import os\na = eval(x)\nb = 1\na = eval(x)\n")],
+        "head2",
+    );
+    let (first, ok) = collect(&ReviewOptions::new(dir.path(), &base, &head1));
+    assert!(ok);
+    let mut options = ReviewOptions::new(dir.path(), &base, &head2);
+    options.since = Some(head1);
+    options.carry_over = findings(&first);
+    let (events, ok) = collect(&options);
+    assert!(ok, "{events:?}");
+    let now = findings(&events);
+    assert_eq!(
+        now.iter().map(seen).collect::<Vec<_>>(),
+        vec![
+            owned("app.py", 2, "a = eval(x)", true),
+            owned("app.py", 4, "a = eval(x)", false),
+        ]
+    );
+    assert_ne!(now[0].fingerprint, now[1].fingerprint);
+    // The whole review of head2 gives the same two fingerprints.
+    let (full, ok) = collect(&ReviewOptions::new(dir.path(), &base, &head2));
+    assert!(ok);
+    let mut all: Vec<String> = findings(&full).into_iter().map(|f| f.fingerprint).collect();
+    let mut incremental: Vec<String> = now.into_iter().map(|f| f.fingerprint).collect();
+    all.sort();
+    incremental.sort();
+    assert_eq!(all, incremental);
+}
