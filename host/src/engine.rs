@@ -494,16 +494,14 @@ impl Gateway {
         providers.sort();
         providers.dedup();
         Capabilities {
-            runtime: if config.providers.is_empty() {
-                vec!["review".into(), "cancel".into(), "resume".into()]
-            } else {
-                vec![
-                    "chat".into(),
-                    "review".into(),
-                    "cancel".into(),
-                    "resume".into(),
-                ]
-            },
+            // `dismissals` and `incremental` (issue 17): `/v1/dismissals` and
+            // `scope.sinceCommit`/`previousRunId`, for clients to detect.
+            runtime: (!config.providers.is_empty())
+                .then_some("chat")
+                .into_iter()
+                .chain(["review", "cancel", "resume", "dismissals", "incremental"])
+                .map(str::to_owned)
+                .collect(),
             tools: self.enabled_tool_names(&config),
             providers,
             rules: RuleCapabilities {

@@ -348,6 +348,18 @@ fn bad_dismissals_are_refused_with_codes_and_remediations() {
     assert_eq!(longest.status, 200, "{}", longest.body);
     assert_eq!(d.list().len(), 1);
 
+    // Clients can tell the gateway has the routes.
+    let caps = d.authed("GET", "/v1/capabilities", None);
+    let runtime = caps.json()["data"]["runtime"].clone();
+    for feature in ["review", "dismissals", "incremental"] {
+        assert!(
+            runtime
+                .as_array()
+                .is_some_and(|r| r.contains(&json!(feature))),
+            "{feature} not in {runtime}"
+        );
+    }
+
     // The token is needed, as on every route but health.
     let anonymous = http::request(d.port, "GET", &list_path(ORIGIN, PROJECT), &[], None);
     assert_eq!(
