@@ -28,6 +28,11 @@ struct Daemon {
 
 impl Daemon {
     fn start() -> Daemon {
+        Daemon::start_with(&[])
+    }
+
+    /// With `env` added to the daemon's environment (fault injection).
+    fn start_with(env: &[(&str, &str)]) -> Daemon {
         let (repo, base, head) =
             common::app_repository("import os\n", "import os\na = eval(x)\nb = eval(y)\n");
         let home = tempfile::tempdir().expect("temp dir");
@@ -39,7 +44,7 @@ impl Daemon {
             repo.path().display()
         );
         std::fs::write(config_dir.join("config.toml"), config).expect("write config");
-        let mut child = http::spawn_serve(home.path(), &[]);
+        let mut child = http::spawn_serve(home.path(), env);
         let port = read_port(&mut child);
         let token = token(home.path());
         Daemon {
@@ -60,17 +65,7 @@ impl Daemon {
 
     /// A review of the merge request; `min_confidence` varies the payload (a new cache key).
     fn review(&self, request_id: &str, min_confidence: &str) -> Vec<SseEvent> {
-        let body = json!({
-            "requestId": request_id,
-            "mode": "merge-request",
-            "target": {
-                "gitlabOrigin": ORIGIN,
-                "projectPath": PROJECT,
-                "mergeRequestIid": 7,
-                "diffRefs": { "baseSha": self.base, "startSha": self.base, "headSha": self.head }
-            },
-            "policy": { "minConfidence": min_confidence }
-        });
+        let body = self.review_body(request_id, min_confidence);
         let reply = self.authed("POST", "/v1/reviews", Some(&body));
         assert_eq!(reply.status, 200, "{}", reply.body);
         let events = reply.sse();
@@ -80,6 +75,20 @@ impl Daemon {
             "{events:?}"
         );
         events
+    }
+
+    fn review_body(&self, request_id: &str, min_confidence: &str) -> Value {
+        json!({
+            "requestId": request_id,
+            "mode": "merge-request",
+            "target": {
+                "gitlabOrigin": ORIGIN,
+                "projectPath": PROJECT,
+                "mergeRequestIid": 7,
+                "diffRefs": { "baseSha": self.base, "startSha": self.base, "headSha": self.head }
+            },
+            "policy": { "minConfidence": min_confidence }
+        })
     }
 
     fn list(&self) -> Vec<Value> {
@@ -455,4 +464,67 @@ fn a_gitlab_page_may_delete_and_the_routes_answer_over_the_websocket_alike() {
     });
     // What the WebSocket did, HTTP sees.
     assert!(d.list().is_empty());
+}
+
+#[test]
+fn a_resumed_review_counts_the_dismissed_findings_it_emitted_before() {
+    // Each finding is committed on its own and followed by a pause, so the run can be
+    // cancelled between its two findings.
+    let d = Daemon::start_with(&[("REVIEW_AGENT_GATEWAY_FAULT_FINDING_DELAY_MS", "400")]);
+    let found = findings(&d.review("r1", "low"));
+    assert_eq!(found.len(), 2);
+    let body = json!({ "gitlabOrigin": ORIGIN, "projectPath": PROJECT, "fingerprint": found[0].0 });
+    assert_eq!(d.authed("POST", "/v1/dismissals", Some(&body)).status, 200);
+
+    let auth = format!("Bearer {}", d.token);
+    let mut stream = http::SseStream::open(
+        d.port,
+        "POST",
+        "/v1/reviews",
+        &[("Authorization", &auth)],
+        Some(&d.review_body("r2", "medium")),
+    );
+    assert_eq!(stream.status, 200);
+    let mut before = Vec::new();
+    while let Some(event) = stream.next_event() {
+        let first_finding = event.1 == "finding.created";
+        before.push(event);
+        if first_finding {
+            break;
+        }
+    }
+    let run_id = before[0].2["runId"].as_str().expect("run id").to_owned();
+    let cancel = d.authed("POST", &format!("/v1/runs/{run_id}/cancel"), None);
+    assert_eq!(cancel.status, 200, "{}", cancel.body);
+    before.extend(stream.rest());
+    assert_eq!(
+        before.last().map(|e| e.1.as_str()),
+        Some("run.cancelled"),
+        "{before:?}"
+    );
+    assert_eq!(
+        findings(&before),
+        vec![(found[0].0.clone(), "dismissed".to_owned())]
+    );
+
+    let last_seq = before.last().map_or(0, |e| e.0);
+    let resumed = d.authed("POST", &format!("/v1/runs/{run_id}/resume"), None);
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    let after = d.authed(
+        "GET",
+        &format!("/v1/runs/{run_id}/events?after={last_seq}"),
+        None,
+    );
+    let after = after.sse();
+    assert_eq!(
+        after.last().map(|e| e.1.as_str()),
+        Some("run.completed"),
+        "{after:?}"
+    );
+    assert_eq!(
+        findings(&after),
+        vec![(found[1].0.clone(), "draft".to_owned())]
+    );
+    assert_eq!(completed(&after)["findingCount"], 2);
+    assert_eq!(completed(&after)["dismissedCount"], 1);
 }
