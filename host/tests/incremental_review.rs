@@ -570,3 +570,45 @@ fn a_new_copy_of_a_carried_over_line_is_reported_too() {
     incremental.sort();
     assert_eq!(all, incremental);
 }
+
+#[test]
+fn a_file_renamed_since_keeps_its_carried_findings_under_its_new_path() {
+    let r = repo();
+    git(r.dir.path(), &["checkout", "-q", &r.head1]);
+    git(r.dir.path(), &["mv", "util.py", "helpers.py"]);
+    git(r.dir.path(), &["commit", "-q", "-m", "rename"]);
+    let renamed = git(r.dir.path(), &["rev-parse", "HEAD"]);
+    let (first, ok) = collect(&ReviewOptions::new(r.dir.path(), &r.base, &r.head1));
+    assert!(ok);
+    let mut options = ReviewOptions::new(r.dir.path(), &r.base, &renamed);
+    options.since = Some(r.head1.clone());
+    options.carry_over = findings(&first);
+    let (events, ok) = collect(&options);
+    assert!(ok, "{events:?}");
+    assert_eq!(
+        findings(&events).iter().map(seen).collect::<Vec<_>>(),
+        vec![
+            owned("app.py", 2, "a = eval(x)", true),
+            owned("app.py", 3, "b = eval(y)", true),
+            owned("app.py", 4, "e = eval(q)", true),
+            owned("helpers.py", 3, "d = eval(z)", true),
+        ]
+    );
+    let Some(EventPayload::RunCompleted(completed)) = events.last().map(|e| &e.payload) else {
+        panic!("no run.completed: {events:?}");
+    };
+    let skipped: Vec<(String, String)> = completed
+        .skipped_files
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| (s.path, s.reason))
+        .collect();
+    assert_eq!(
+        skipped,
+        vec![
+            ("app.py".to_owned(), "unchanged_since".to_owned()),
+            ("helpers.py".to_owned(), "unchanged_since".to_owned())
+        ]
+    );
+}
