@@ -14,14 +14,15 @@
 //!   continuing, and never re-emits a finding whose fingerprint the run already emitted.
 //! - **Shutdown** waits a few seconds for running reviews to finish (rules reviews take well
 //!   under a second); what still runs then is marked `interrupted`, resumable after restart.
-//! - **Dismissals mark, they do not hide** (issue 17, `engine/dismissals.rs`): a review reads its
-//!   project's dismissed fingerprints when its task starts, and a finding with one is emitted
-//!   with `status: dismissed` (the client hides it) and counted in `run.completed`'s
-//!   `dismissedCount`; a cache replay marks by the dismissals at replay time. A dismissal made
-//!   while a run goes applies from the next run.
-//! - **Incremental reviews are checked up front** (`engine/incremental.rs`): `scope.sinceCommit` must
-//!   resolve and `scope.previousRunId` name a completed review of the same project at that
-//!   commit before the run is created, so a wrong field is the request's 400/404.
+//! - **Dismissals mark, they do not hide** (issue 17, `engine/dismissals.rs`): a review
+//!   reads its project's dismissed fingerprints when its task starts, and a finding with one
+//!   is emitted with `status: dismissed` (the client hides it) and counted in
+//!   `run.completed`'s `dismissedCount`; a cache replay marks by the dismissals at replay
+//!   time. A dismissal made while a run goes applies from the next run.
+//! - **Incremental reviews are checked up front** (`engine/incremental.rs`):
+//!   `scope.sinceCommit` must resolve and `scope.previousRunId` name a completed review of the
+//!   same project at that commit before the run is created, so a wrong field is the request's
+//!   400/404.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
