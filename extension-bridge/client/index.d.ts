@@ -46,7 +46,8 @@ export type Confidence = "low" | "medium" | "high";
 export type Side = "new" | "old";
 /** Who produced a finding: a rule, a model, or an external analyzer (`analyzer` names it). */
 export type FindingSource = "rule" | "model" | "analyzer";
-export type FindingStatus = "draft";
+/** `dismissed`: the user dismissed the fingerprint for the project (`POST /v1/dismissals`; this gateway's addition). */
+export type FindingStatus = "draft" | "dismissed";
 
 /** A quote of code that supports a finding; lines 1-based, inclusive. */
 export interface Evidence {
@@ -79,6 +80,8 @@ export interface ReviewFinding {
   /** The analyzer's configured name (`[[analyzers]] name`), when `source` is `"analyzer"`. */
   analyzer?: string;
   status: FindingStatus;
+  /** `true` when an incremental review (`scope.previousRunId`) carried it over from the previous run, lines mapped to the new head (this gateway's addition). */
+  carriedOver?: boolean;
 }
 
 // === AgentEvents (DESIGN §5; event.rs) ===
@@ -197,6 +200,8 @@ export interface RunCompletedEvent extends EventEnvelope<"run.completed"> {
   skippedFiles?: SkippedFile[];
   ruleSetVersion?: string;
   fromCache?: boolean;
+  /** Findings of the run with `status: "dismissed"` (included in `findingCount`); absent when none (this gateway's addition). */
+  dismissedCount?: number;
   durationMs?: number;
 }
 
@@ -274,6 +279,10 @@ export interface ReviewRequest {
   scope?: {
     filePaths?: string[] | null;
     selection?: { filePath: string; startLine: number; endLine: number } | null;
+    /** Incremental review: only MR-added lines changed since this commit (40 or 64 hex); files unchanged since are skipped (`unchanged_since`). This gateway's addition. */
+    sinceCommit?: string;
+    /** With `sinceCommit`: the completed review run at `sinceCommit` whose findings on unchanged lines are carried over (`carriedOver: true`). */
+    previousRunId?: string;
   };
   policy?: {
     effort?: Effort;
@@ -286,6 +295,57 @@ export interface ReviewRequest {
     /** Prompt + answer tokens of one model request (this gateway's addition). */
     maxContextTokens?: number;
   };
+}
+
+// === Dismissals (issue 17; this gateway's addition to the draft) ===
+
+/** POST /v1/dismissals body. Unknown fields are refused (`request.invalid`). */
+export interface DismissRequest {
+  requestId?: string;
+  gitlabOrigin: string;
+  projectPath: string;
+  /** `sha256:` + 64 lower-case hex digits. */
+  fingerprint: string;
+  /** At most 500 characters (as are `ruleId`, `path` and `title`). */
+  reason?: string;
+  ruleId?: string;
+  path?: string;
+  title?: string;
+}
+
+/** DELETE /v1/dismissals body. Unknown fields are refused. */
+export interface UndismissRequest {
+  requestId?: string;
+  gitlabOrigin: string;
+  projectPath: string;
+  fingerprint: string;
+}
+
+/** One stored dismissal (GET /v1/dismissals lists them newest first). */
+export interface Dismissal {
+  fingerprint: string;
+  reason?: string;
+  ruleId?: string;
+  path?: string;
+  title?: string;
+  /** RFC 3339. */
+  dismissedAt: string;
+}
+
+/** `data` of GET /v1/dismissals. */
+export interface DismissalList {
+  dismissals: Dismissal[];
+}
+
+/** `data` of POST /v1/dismissals: the stored row; `created: false` when it was already dismissed. */
+export interface DismissResult {
+  dismissal: Dismissal;
+  created: boolean;
+}
+
+/** `data` of DELETE /v1/dismissals. */
+export interface UndismissResult {
+  removed: boolean;
 }
 
 export type ChatRole = "system" | "user" | "assistant";

@@ -14,6 +14,15 @@
 //!   continuing, and never re-emits a finding whose fingerprint the run already emitted.
 //! - **Shutdown** waits a few seconds for running reviews to finish (rules reviews take well
 //!   under a second); what still runs then is marked `interrupted`, resumable after restart.
+//! - **Dismissals mark, they do not hide** (issue 17, `engine/dismissals.rs`): a review
+//!   reads its project's dismissed fingerprints when its task starts, and a finding with one
+//!   is emitted with `status: dismissed` (the client hides it) and counted in
+//!   `run.completed`'s `dismissedCount`; a cache replay marks by the dismissals at replay
+//!   time. A dismissal made while a run goes applies from the next run.
+//! - **Incremental reviews are checked up front** (`engine/incremental.rs`):
+//!   `scope.sinceCommit` must resolve and `scope.previousRunId` name a completed review of the
+//!   same project at that commit before the run is created, so a wrong field is the request's
+//!   400/404.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +50,8 @@ use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload
 use crate::tools::Registry;
 
 mod agent_calls;
+mod dismissals;
+mod incremental;
 mod tool_calls;
 mod workspace_calls;
 
@@ -50,6 +61,7 @@ pub use agent_calls::{
     AgentStartTaskInput, AgentStatus, AgentTask, Caller, MAX_TASK_BYTES, agent_input_schema,
     agent_output_schema,
 };
+pub use dismissals::{DismissalList, Dismissed, MAX_DISMISSAL_TEXT_CHARS, Undismissed};
 pub use workspace_calls::{WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 
 /// How long a provider's health probe is reused.
@@ -491,16 +503,14 @@ impl Gateway {
         providers.sort();
         providers.dedup();
         Capabilities {
-            runtime: if config.providers.is_empty() {
-                vec!["review".into(), "cancel".into(), "resume".into()]
-            } else {
-                vec![
-                    "chat".into(),
-                    "review".into(),
-                    "cancel".into(),
-                    "resume".into(),
-                ]
-            },
+            // `dismissals` and `incremental` (issue 17): `/v1/dismissals` and
+            // `scope.sinceCommit`/`previousRunId`, for clients to detect.
+            runtime: (!config.providers.is_empty())
+                .then_some("chat")
+                .into_iter()
+                .chain(["review", "cancel", "resume", "dismissals", "incremental"])
+                .map(str::to_owned)
+                .collect(),
             tools: self.enabled_tool_names(&config),
             providers,
             rules: RuleCapabilities {
@@ -598,6 +608,8 @@ impl Gateway {
         let request: ReviewRequest = crate::protocol::json::decode("review request", &body)?;
         validate_review(&request)?;
         let options = self.review_options(&request)?;
+        let project =
+            self.project_key(&request.target.gitlab_origin, &request.target.project_path)?;
         self.store_writable()?;
 
         let hash = payload_hash(&body);
@@ -626,7 +638,7 @@ impl Gateway {
             review::now_rfc3339(),
         ))?;
         if let Some(source) = cached
-            && self.replay_from_cache(&run_id, &request.request_id, &source)?
+            && self.replay_from_cache(&run_id, &request.request_id, &source, &project)?
         {
             return Ok(Started {
                 run_id,
@@ -636,7 +648,7 @@ impl Gateway {
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
         self.spawn(
-            Job::Review(options),
+            Job::Review(Box::new(options), project),
             control,
             Some(request.request_id),
             true,
@@ -714,7 +726,7 @@ impl Gateway {
         let mut control = RunControl::new(run_id.clone());
         control.announce = false;
         self.spawn(
-            Job::Chat(options),
+            Job::Chat(Box::new(options)),
             control,
             Some(request.request_id),
             true,
@@ -864,6 +876,8 @@ impl Gateway {
         let request: ReviewRequest = serde_json::from_value(record.request.clone())
             .map_err(|e| invalid(format!("the stored request of {run_id} is not valid: {e}")))?;
         let options = self.review_options(&request)?;
+        let project =
+            self.project_key(&request.target.gitlab_origin, &request.target.project_path)?;
         self.inner.store.update_run(run_id, |r| {
             r.state = RunState::Queued;
             r.error = None;
@@ -879,7 +893,7 @@ impl Gateway {
             .cloned()
             .collect::<HashSet<_>>();
         self.spawn(
-            Job::Review(options),
+            Job::Review(Box::new(options), project),
             control,
             record.request_id.clone(),
             false,
@@ -1200,6 +1214,7 @@ impl Gateway {
                 )
             })?;
         }
+        self.incremental_options(request, mapping, &mut options)?;
         let policy = request.policy.clone().unwrap_or_default();
         options.rule_set_ids = policy.rule_set_ids.clone();
         if let Some(c) = policy.min_confidence {
@@ -1259,9 +1274,17 @@ impl Gateway {
                 live.clone(),
                 control.last_seq,
             );
+            if let Job::Review(_, project) = &job {
+                // Dismissals made from here on apply to the next run (a client hides them
+                // meanwhile); a resumed run counts the dismissed findings it emitted before.
+                writer.dismissed = gateway.dismissed_set(project);
+                if !new_run {
+                    writer.dismissed_count = gateway.count_dismissed(&run_id);
+                }
+            }
             if new_run {
                 let kind = match &job {
-                    Job::Review(_) => RunKind::Review,
+                    Job::Review(..) => RunKind::Review,
                     Job::Chat(_) => RunKind::Chat,
                 };
                 writer.emit(
@@ -1314,7 +1337,7 @@ impl Gateway {
                 let blocking = tokio::task::spawn_blocking(move || {
                     let mut sink = |event: &AgentEvent| writer.push(event.clone());
                     let ok = match &job {
-                        Job::Review(options) => {
+                        Job::Review(options, _) => {
                             review::run_with(options, &control, &mut sink).is_ok()
                         }
                         Job::Chat(options) => {
@@ -1349,11 +1372,15 @@ impl Gateway {
     /// Fill run `run_id` with the events of the completed run `source`: `run.created` and
     /// `run.completed` say `fromCache`, findings get new ids (their fingerprints are the same).
     /// Returns false (and writes nothing) when `source` is gone or did not complete.
+    ///
+    /// Findings whose fingerprint is dismissed for `project` now are marked `dismissed` (and
+    /// the others `draft`, whatever they were when cached), and `run.completed` says how many.
     fn replay_from_cache(
         &self,
         run_id: &str,
         request_id: &str,
         source: &str,
+        project: &dismissals::ProjectKey,
     ) -> Result<bool, GatewayError> {
         let store = &self.inner.store;
         if store.get_run(source)?.map(|r| r.state) != Some(RunState::Completed) {
@@ -1371,6 +1398,8 @@ impl Gateway {
             }
             original.extend(batch);
         }
+        let dismissed = self.dismissed_set(project);
+        let mut dismissed_count = 0u32;
         let mut payloads: Vec<EventPayload> = vec![
             RunCreated {
                 request_id: Some(request_id.to_owned()),
@@ -1384,10 +1413,17 @@ impl Gateway {
                 EventPayload::RunCreated(_) => {}
                 EventPayload::RunCompleted(mut completed) => {
                     completed.from_cache = Some(true);
+                    completed.dismissed_count = (dismissed_count > 0).then_some(dismissed_count);
                     payloads.push(completed.into());
                 }
                 EventPayload::FindingCreated(mut created) => {
                     created.finding.id = new_id("finding");
+                    created.finding.status = if dismissed.contains(&created.finding.fingerprint) {
+                        dismissed_count += 1;
+                        crate::protocol::FindingStatus::Dismissed
+                    } else {
+                        crate::protocol::FindingStatus::Draft
+                    };
                     payloads.push(created.into());
                 }
                 other => payloads.push(other),
@@ -1401,6 +1437,29 @@ impl Gateway {
             .collect();
         store.append_events(&events)?;
         Ok(true)
+    }
+
+    /// How many `finding.created` events of `run_id` stored so far say `dismissed` (for a
+    /// resumed run's `run.completed`); 0 when the store cannot be read.
+    fn count_dismissed(&self, run_id: &str) -> u32 {
+        let mut count = 0;
+        let mut cursor = 0;
+        loop {
+            let Ok(batch) = self.inner.store.events_after(run_id, cursor, 1024) else {
+                return count;
+            };
+            let Some(last) = batch.last() else {
+                return count;
+            };
+            cursor = last.seq;
+            count += batch
+                .iter()
+                .filter(|e| {
+                    matches!(&e.payload, EventPayload::FindingCreated(f)
+                        if f.finding.status == crate::protocol::FindingStatus::Dismissed)
+                })
+                .count() as u32;
+        }
     }
 
     fn set_state(&self, run_id: &str, state: RunState) {
@@ -1424,6 +1483,11 @@ struct EventWriter {
     // Set when the store failed under this run: the run has ended with `run.failed`, and
     // everything its work still emits is dropped.
     failed: bool,
+    // Fingerprints dismissed for the reviewed project (issue 17): such findings are emitted
+    // with `status: dismissed`, and `run.completed` counts them.
+    dismissed: HashSet<String>,
+    // Findings of this run emitted `dismissed` so far (resumed runs included).
+    dismissed_count: u32,
 }
 
 impl EventWriter {
@@ -1435,6 +1499,8 @@ impl EventWriter {
             pending: Vec::new(),
             last_seq,
             failed: false,
+            dismissed: HashSet::new(),
+            dismissed_count: 0,
         }
     }
 
@@ -1449,7 +1515,19 @@ impl EventWriter {
         self.push(event);
     }
 
-    fn push(&mut self, event: AgentEvent) {
+    fn push(&mut self, mut event: AgentEvent) {
+        match &mut event.payload {
+            EventPayload::FindingCreated(created)
+                if self.dismissed.contains(&created.finding.fingerprint) =>
+            {
+                created.finding.status = crate::protocol::FindingStatus::Dismissed;
+                self.dismissed_count += 1;
+            }
+            EventPayload::RunCompleted(completed) if self.dismissed_count > 0 => {
+                completed.dismissed_count = Some(self.dismissed_count);
+            }
+            _ => {}
+        }
         // Stage changes and ends close a group; so do a model's events (text pieces, already
         // coalesced by the tool loop, and tool calls), which a reader waits for one by one.
         let boundary = matches!(
@@ -1801,10 +1879,11 @@ fn not_mapped(gitlab_origin: &str, project_path: &str) -> GatewayError {
 
 /// What a run's task does.
 enum Job {
-    /// A review (`POST /v1/reviews`, resume).
-    Review(ReviewOptions),
+    /// A review (`POST /v1/reviews`, resume) of a mapped project (whose dismissals mark its
+    /// findings).
+    Review(Box<ReviewOptions>, dismissals::ProjectKey),
     /// A chat (`POST /v1/chat`).
-    Chat(ChatOptions),
+    Chat(Box<ChatOptions>),
 }
 
 /// The runtime a run's model streams run on: the daemon's own.

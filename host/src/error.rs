@@ -50,6 +50,8 @@ pub mod codes {
     pub const REQUEST_HOST_INVALID: &str = "request.host_invalid";
     /// No such route.
     pub const REQUEST_NOT_FOUND: &str = "request.not_found";
+    /// A project already has the most dismissed findings the gateway keeps (10 000; issue 17).
+    pub const DISMISSAL_LIMIT_REACHED: &str = "dismissal.limit_reached";
     /// The requested model provider is not configured (DESIGN §10).
     pub const PROVIDER_NOT_CONFIGURED: &str = "provider.not_configured";
     /// The model provider cannot be reached, timed out, failed (5xx) or broke its stream;

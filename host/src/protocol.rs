@@ -6,7 +6,7 @@
 //! - [`envelope`]: the common response and error objects (draft §4).
 //! - [`capability`]: `GET /v1/health` and `GET /v1/capabilities` data (draft §5).
 //! - [`request`]: request bodies of mapping (§6), chat (§7), review (§8), cancel (§9) and
-//!   direct tool calls (§10).
+//!   direct tool calls (§10), and this gateway's dismissals (issue 17).
 //! - [`event`]: [`AgentEvent`] and its payloads (draft §7, §8, §11; DESIGN §5).
 //! - [`finding`]: [`ReviewFinding`] (draft §11).
 //! - [`frame`]: the frames of the native-messaging and WebSocket transports (DESIGN §4).
@@ -52,7 +52,7 @@ pub use frame::{
     ResponseFrame,
 };
 pub use request::{
-    CancelRequest, ChatContext, ChatMessage, ChatRequest, ChatRole, DiffRefs, Effort,
-    RepositoryMappingRequest, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
-    ScopeSelection, SelectionContext, ToolCallRequest,
+    CancelRequest, ChatContext, ChatMessage, ChatRequest, ChatRole, DiffRefs, DismissRequest,
+    Dismissal, Effort, RepositoryMappingRequest, ReviewMode, ReviewPolicy, ReviewRequest,
+    ReviewScope, ReviewTarget, ScopeSelection, SelectionContext, ToolCallRequest, UndismissRequest,
 };

@@ -14,12 +14,17 @@
 //! - **Only added lines are matched** (lines added or changed on the new side).
 //! - **Every changed file is accounted for** in `run.completed`: reviewed, or skipped with a
 //!   reason (`binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
-//!   `out_of_scope`, and [`classify`]'s `vendored`, `minified`, `generated`, `documentation`).
+//!   `out_of_scope`, `unchanged_since`, and [`classify`]'s `vendored`, `minified`, `generated`,
+//!   `documentation`).
+//! - **Incremental review** (`scope.sinceCommit`, issue 17; [`incremental`]): only the lines
+//!   the merge request adds that also changed since that commit are reviewed, and the previous
+//!   run's findings on unchanged lines are carried over first (`carriedOver: true`).
 
 pub mod analyzers;
 pub mod classify;
 mod events;
 pub mod fingerprint;
+pub mod incremental;
 pub mod model;
 
 use std::collections::{HashMap, HashSet};
@@ -147,6 +152,15 @@ pub struct ReviewOptions {
     /// The external analyzers to run beside the rules (`[[analyzers]]`, issue 16;
     /// [`analyzers`]); `None` (the default) runs none.
     pub analyzers: Option<analyzers::Analyzers>,
+    /// Incremental review (`scope.sinceCommit`, issue 17): a revision the head was reviewed at
+    /// before. Only the lines the merge request adds that changed between it and `head` are
+    /// reviewed; files without such a line are skipped as `unchanged_since` ([`incremental`]).
+    /// Default `None`: the whole merge request.
+    pub since: Option<String>,
+    /// With `since` only: the findings of the review at `since` (`scope.previousRunId`). Those
+    /// whose lines did not change since are emitted again first, lines mapped to `head`,
+    /// `carriedOver: true`; the others are dropped. Ignored without `since`. Default empty.
+    pub carry_over: Vec<ReviewFinding>,
 }
 
 impl ReviewOptions {
@@ -167,6 +181,8 @@ impl ReviewOptions {
             surface: Surface::default(),
             model: None,
             analyzers: None,
+            since: None,
+            carry_over: Vec::new(),
         }
     }
 }
@@ -177,7 +193,8 @@ pub struct Skipped {
     /// Repository-relative path.
     pub path: String,
     /// `binary`, `not_utf8`, `too_large`, `submodule`, `symlink`, `missing_object`, `deleted`,
-    /// `out_of_scope`, `vendored`, `minified`, `generated` or `documentation`.
+    /// `out_of_scope`, `unchanged_since`, `vendored`, `minified`, `generated` or
+    /// `documentation`.
     pub reason: &'static str,
     /// A sentence for humans.
     pub detail: String,
@@ -412,6 +429,20 @@ fn pipeline(
     control.step()?;
     let head = repo.resolve(&options.head)?;
     control.step()?;
+    // Incremental review: the commit the head was reviewed at (a missing one is
+    // `repository.revision_missing`, naming the field).
+    let since = match &options.since {
+        Some(spec) => Some(repo.resolve(spec).map_err(|e| {
+            let e = GatewayError::from(e);
+            GatewayError::new(
+                e.code,
+                format!("`scope.sinceCommit`: {}", e.message),
+                e.remediation,
+            )
+        })?),
+        None => None,
+    };
+    control.step()?;
     let merge_base = repo.merge_base(base.id, head.id)?.ok_or_else(|| {
         GatewayError::new(
             codes::REPOSITORY_REVISION_MISSING,
@@ -519,6 +550,9 @@ fn pipeline(
             detail: file.detail.clone(),
         });
     }
+    // Files of an incremental review, narrowed to the lines changed since (owned: outlives
+    // `in_scope`, which points into it then).
+    let narrowed: Vec<crate::repo::FileDiff>;
     let mut in_scope = Vec::new();
     for file in &diff.files {
         if !scope.contains(&file.path) {
@@ -542,6 +576,43 @@ fn pipeline(
             in_scope.push(file);
         }
     }
+    let since_changes = match since {
+        Some(since) => {
+            let since_diff = match repo.diff(since.id, head.id, &diff_options) {
+                Err(crate::repo::RepoError::Interrupted) => return Err(Stop::Cancelled),
+                other => other?,
+            };
+            let changes = incremental::SinceChanges::new(&since_diff);
+            let mut kept = Vec::new();
+            for file in in_scope {
+                control.step()?;
+                match changes.narrow(file) {
+                    Some(narrow) => kept.push(narrow),
+                    None => {
+                        let detail = format!(
+                            "no line it adds changed since {}",
+                            short(&since.id.to_string())
+                        );
+                        emitter.warning(
+                            "diff.unchanged_since_skipped",
+                            format!("{} was not reviewed again: {detail}", file.path),
+                            Some(file.path.clone()),
+                            None,
+                        );
+                        skipped.push(Skipped {
+                            path: file.path.clone(),
+                            reason: "unchanged_since",
+                            detail,
+                        });
+                    }
+                }
+            }
+            narrowed = kept;
+            in_scope = narrowed.iter().collect();
+            Some((changes, since.id))
+        }
+        None => None,
+    };
     let changed = diff.files.len() + diff.skipped.len();
     if in_scope.is_empty() {
         let (code, message) = if changed == 0 {
@@ -575,6 +646,17 @@ fn pipeline(
                 )
             };
             ("review.no_file_in_scope", message)
+        } else if let Some((_, since)) = &since_changes
+            && skipped.iter().any(|s| s.reason == "unchanged_since")
+        {
+            (
+                "review.nothing_changed_since",
+                format!(
+                    "nothing new to review: no line the merge request adds changed since {} \
+                     (see skippedFiles)",
+                    short(&since.to_string())
+                ),
+            )
         } else if skipped.iter().all(|s| s.reason == "too_large") {
             (
                 "review.nothing_reviewed",
@@ -770,6 +852,31 @@ fn pipeline(
     let mut findings = Vec::new();
     let mut occurrences: HashMap<(String, String, String), u32> = HashMap::new();
     let mut seen = std::collections::HashSet::new();
+    // An incremental review's carried-over findings come first (issue 17).
+    let mut carried: HashSet<String> = HashSet::new();
+    if let Some((changes, _)) = &since_changes {
+        let mr_files: HashMap<&str, &crate::repo::FileDiff> = diff
+            .files
+            .iter()
+            .filter(|f| f.kind != ChangeKind::Deleted && scope.contains(&f.path))
+            .map(|f| (f.path.as_str(), f))
+            .collect();
+        for previous in &options.carry_over {
+            check()?;
+            let Some(finding) = carry_over(previous, changes, &mr_files) else {
+                continue;
+            };
+            if finding.confidence < options.min_confidence
+                || control.already_emitted.contains(&finding.fingerprint)
+                || !seen.insert(finding.fingerprint.clone())
+            {
+                continue;
+            }
+            carried.insert(finding.fingerprint.clone());
+            emitter.finding(&finding);
+            findings.push(finding);
+        }
+    }
     for c in candidates {
         check()?;
         if c.rule.confidence() < options.min_confidence {
@@ -787,8 +894,15 @@ fn pipeline(
         let normalized = fingerprint::normalize(&flagged);
         let key = (c.rule.id().to_owned(), c.path.to_owned(), normalized);
         let occurrence = occurrences.entry(key).or_insert(0);
-        let fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
+        let mut fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
         *occurrence += 1;
+        // A carried-over finding on an unchanged line with the same text holds this ordinal
+        // already (an incremental review sees only the changed lines): take the next one, so
+        // the new occurrence is reported, not deduplicated away.
+        while carried.contains(&fp) {
+            fp = fingerprint::fingerprint(c.rule.id(), c.path, &flagged, *occurrence);
+            *occurrence += 1;
+        }
         if !seen.insert(fp.clone()) || control.already_emitted.contains(&fp) {
             continue;
         }
@@ -828,6 +942,7 @@ fn pipeline(
             source: FindingSource::Rule,
             analyzer: None,
             status: FindingStatus::Draft,
+            carried_over: None,
         };
         emitter.finding(&finding);
         findings.push(finding);
@@ -912,6 +1027,14 @@ fn pipeline(
             if control.already_emitted.contains(&fp) {
                 continue; // emitted before this run was resumed
             }
+            // An incremental review looks only at lines changed since: a model finding on
+            // none of them is not this review's.
+            if let Some((changes, _)) = &since_changes
+                && !(finding.start_line..=finding.end_line)
+                    .any(|l| changes.changed(&finding.path, l))
+            {
+                continue;
+            }
             if duplicate_of_rule || !seen.insert(fp.clone()) {
                 emitter.warning(
                     "finding.duplicate",
@@ -968,6 +1091,54 @@ fn pipeline(
     // A resumed run counts the findings it emitted before, too.
     emitter.run_completed(&outcome, control.already_emitted.len(), started.elapsed());
     Ok(outcome)
+}
+
+/// `previous` (a finding of the review at the commit an incremental review starts from) on the
+/// head, when its lines did not change since and still lie in a hunk of the merge request's
+/// file `mr_files[path]`: a new id, lines (and its evidence's, when they map) moved to the
+/// head, `carriedOver: true`, `status: draft` (the engine marks dismissals). `None`: dropped.
+fn carry_over(
+    previous: &ReviewFinding,
+    changes: &incremental::SinceChanges,
+    mr_files: &HashMap<&str, &crate::repo::FileDiff>,
+) -> Option<ReviewFinding> {
+    if previous.side != Side::New {
+        return None;
+    }
+    let (path, start, end) =
+        changes.map_range(&previous.path, previous.start_line, previous.end_line)?;
+    let file = mr_files.get(path.as_str())?;
+    let in_hunk = file
+        .hunks
+        .iter()
+        .any(|h| h.new_lines > 0 && (h.new_start..h.new_start + h.new_lines).contains(&start));
+    if !in_hunk {
+        return None;
+    }
+    let evidence = previous
+        .evidence
+        .iter()
+        .filter_map(|e| {
+            let (path, start_line, end_line) =
+                changes.map_range(&e.path, e.start_line, e.end_line)?;
+            Some(Evidence {
+                path,
+                start_line,
+                end_line,
+                quote: e.quote.clone(),
+            })
+        })
+        .collect();
+    Some(ReviewFinding {
+        id: new_id("finding"),
+        path,
+        start_line: start,
+        end_line: end,
+        evidence,
+        status: FindingStatus::Draft,
+        carried_over: Some(true),
+        ..previous.clone()
+    })
 }
 
 struct Candidate<'a> {

@@ -37,6 +37,7 @@
 //! | `mapping_proposals` | proposal id | [`MappingProposal`] |
 //! | `workspaces` | `ws_` handle | [`WorkspaceRecord`] |
 //! | `agent_sessions` | the agent's session id | [`AgentSessionRecord`] |
+//! | `dismissals` | (gitlab origin, project path, fingerprint) | [`Dismissal`] |
 //! | `meta` | `schemaVersion` | `u64` |
 //!
 //! Every write is one redb transaction committed with immediate durability (fsync), so what a
@@ -73,7 +74,25 @@ pub use record::{
     AgentSessionRecord, IdempotencyRecord, MappingProposal, RunRecord, WorkspaceRecord,
 };
 
+use crate::protocol::Dismissal;
 use crate::protocol::event::{AgentEvent, InterruptReason, RunInterrupted, RunKind, RunState};
+
+/// The most dismissals the gateway keeps per project (issue 17), the `cap` the engine gives
+/// [`Store::put_dismissal`]: the listing a page loads stays small, and a client in a loop
+/// cannot grow the file without bound.
+pub const MAX_DISMISSALS_PER_PROJECT: usize = 10_000;
+
+/// What [`Store::put_dismissal`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DismissalPut {
+    /// Stored now.
+    Created(Dismissal),
+    /// The fingerprint was already dismissed for the project: the stored row, unchanged.
+    Existing(Dismissal),
+    /// The project already has `cap` dismissals ([`Store::put_dismissal`]); nothing was
+    /// stored.
+    Full,
+}
 
 // === Tables ===
 
@@ -87,6 +106,9 @@ const MAPPINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("mapping_pro
 const WORKSPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("workspaces");
 /// Delegated agents' sessions (issue 15, DESIGN §14). Added without a schema version change.
 const AGENT_SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("agent_sessions");
+/// Findings the user dismissed, per project (issue 17), keyed by the mapping's normalized
+/// (gitlab origin, project path) and the fingerprint. Added without a schema version change.
+const DISMISSALS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("dismissals");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The table of [`Store::probe`]: empty but while a probe runs.
@@ -211,6 +233,7 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
         txn.open_table(MAPPINGS)?;
         txn.open_table(WORKSPACES)?;
         txn.open_table(AGENT_SESSIONS)?;
+        txn.open_table(DISMISSALS)?;
         let mut meta = txn.open_table(META)?;
         let stored = meta.get(SCHEMA_VERSION_KEY)?.map(|v| v.value());
         match stored {
@@ -1012,6 +1035,133 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+// === impl Store: dismissals ===
+
+impl Store {
+    /// Stores dismissal `d` of (`origin`, `project`) unless that fingerprint is already
+    /// dismissed there (then the stored row is returned, unchanged: idempotent) or the project
+    /// holds `cap` dismissals already (the engine's cap is [`MAX_DISMISSALS_PER_PROJECT`]).
+    /// The caller validates and normalizes the fields (the engine, `Gateway::dismiss`).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when the stored row does not decode; [`StoreError::Database`]
+    /// or [`StoreError::Io`] on a storage failure (nothing written).
+    pub fn put_dismissal(
+        &self,
+        origin: &str,
+        project: &str,
+        d: &Dismissal,
+        cap: usize,
+    ) -> Result<DismissalPut, StoreError> {
+        let key = format!("{origin} {project} {}", d.fingerprint);
+        self.guard(Access::Write, || {
+            let bytes = encode("dismissals", &key, d)?;
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let outcome = {
+                let mut table = txn.open_table(DISMISSALS)?;
+                let existing = table
+                    .get((origin, project, d.fingerprint.as_str()))?
+                    .map(|v| decode::<Dismissal>("dismissals", &key, v.value()))
+                    .transpose()?;
+                if let Some(existing) = existing {
+                    DismissalPut::Existing(existing)
+                } else if count_project(&table, origin, project, cap)? >= cap {
+                    DismissalPut::Full
+                } else {
+                    table.insert((origin, project, d.fingerprint.as_str()), bytes.as_slice())?;
+                    DismissalPut::Created(d.clone())
+                }
+            };
+            if matches!(outcome, DismissalPut::Created(_)) {
+                txn.commit()?;
+            } else {
+                txn.abort()?;
+            }
+            Ok(outcome)
+        })
+    }
+
+    /// Forgets the dismissal of `fingerprint` for (`origin`, `project`). Returns whether there
+    /// was one.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Database`] or [`StoreError::Io`] on a storage failure.
+    pub fn remove_dismissal(
+        &self,
+        origin: &str,
+        project: &str,
+        fingerprint: &str,
+    ) -> Result<bool, StoreError> {
+        self.guard(Access::Write, || {
+            let db = self.db()?;
+            let txn = db.begin_write()?;
+            let existed = txn
+                .open_table(DISMISSALS)?
+                .remove((origin, project, fingerprint))?
+                .is_some();
+            txn.commit()?;
+            Ok(existed)
+        })
+    }
+
+    /// Every dismissal of (`origin`, `project`), newest first (by `dismissedAt`, then
+    /// fingerprint).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] when a row does not decode; [`StoreError::Database`] or
+    /// [`StoreError::Io`] on a storage failure.
+    pub fn dismissals(&self, origin: &str, project: &str) -> Result<Vec<Dismissal>, StoreError> {
+        self.guard(Access::Read, || {
+            let txn = self.db()?.begin_read()?;
+            let Some(table) = read::table(&txn, DISMISSALS)? else {
+                return Ok(Vec::new());
+            };
+            let mut out: Vec<Dismissal> = Vec::new();
+            for entry in table.range((origin, project, "")..)? {
+                let (key, value) = entry?;
+                let (o, p, fingerprint) = key.value();
+                if o != origin || p != project {
+                    break;
+                }
+                out.push(decode(
+                    "dismissals",
+                    format!("{o} {p} {fingerprint}"),
+                    value.value(),
+                )?);
+            }
+            out.sort_by(|a, b| {
+                b.dismissed_at
+                    .cmp(&a.dismissed_at)
+                    .then_with(|| a.fingerprint.cmp(&b.fingerprint))
+            });
+            Ok(out)
+        })
+    }
+}
+
+/// How many rows of `table` belong to (`origin`, `project`), counting up to `cap`.
+fn count_project(
+    table: &impl ReadableTable<(&'static str, &'static str, &'static str), &'static [u8]>,
+    origin: &str,
+    project: &str,
+    cap: usize,
+) -> Result<usize, StoreError> {
+    let mut count = 0;
+    for entry in table.range((origin, project, "")..)? {
+        let (key, _) = entry?;
+        let (o, p, _) = key.value();
+        if o != origin || p != project || count >= cap {
+            break;
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 // === impl StoreCloser ===

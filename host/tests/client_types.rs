@@ -38,19 +38,20 @@ use std::time::Duration;
 
 use common::{bin, git, read_port, token};
 use futures_util::{SinkExt, StreamExt};
-use review_agent_gateway::engine::{Budget, RunView};
+use review_agent_gateway::engine::{Budget, DismissalList, Dismissed, RunView, Undismissed};
 use review_agent_gateway::protocol::{
     AgentEvent, ApiResponse, Capabilities, ChatMessage, ChatRequest, ChatRole, ChunkFrame,
     CommandCapabilities, Confidence, ConfigHealth, ConfigStatus, ContextAdded, ContextItem,
-    DiffContext, DiffRefs, Effort, ErrorFrame, ErrorObject, EventFrame, EventPayload, Evidence,
-    FileContext, FindingCreated, FindingSource, FindingStatus, Frame, FrameId, Health, HelloFrame,
-    IdFrame, InterruptReason, Limits, ModelContext, PermissionReplied, PermissionRequested,
-    ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame, ReviewFinding, ReviewMode,
-    ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget, RevisionsContext, RuleCapabilities,
-    RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated, RunFailed,
-    RunInterrupted, RunKind, RunState, ScopeSelection, SelectionContext, Severity, Side,
-    SkippedFile, Stage, StageChanged, StoreHealth, StoreStatus, TextDelta, ToolCallResult,
-    ToolCompleted, ToolDescription, ToolStarted, Usage, Warning, encode_chunked,
+    DiffContext, DiffRefs, DismissRequest, Dismissal, Effort, ErrorFrame, ErrorObject, EventFrame,
+    EventPayload, Evidence, FileContext, FindingCreated, FindingSource, FindingStatus, Frame,
+    FrameId, Health, HelloFrame, IdFrame, InterruptReason, Limits, ModelContext, PermissionReplied,
+    PermissionRequested, ProviderHealth, ProviderStatus, RequestFrame, ResponseFrame,
+    ReviewFinding, ReviewMode, ReviewPolicy, ReviewRequest, ReviewScope, ReviewTarget,
+    RevisionsContext, RuleCapabilities, RuleSetSummary, RuleSetsContext, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunInterrupted, RunKind, RunState, ScopeSelection,
+    SelectionContext, Severity, Side, SkippedFile, Stage, StageChanged, StoreHealth, StoreStatus,
+    TextDelta, ToolCallResult, ToolCompleted, ToolDescription, ToolStarted, UndismissRequest,
+    Usage, Warning, encode_chunked,
 };
 use review_agent_gateway::review::{self, ReviewOptions};
 use serde::Serialize;
@@ -274,7 +275,12 @@ fn finding(full: bool) -> ReviewFinding {
             FindingSource::Model
         },
         analyzer: full.then(|| "ruff".into()),
-        status: FindingStatus::Draft,
+        status: if full {
+            FindingStatus::Dismissed
+        } else {
+            FindingStatus::Draft
+        },
+        carried_over: full.then_some(true),
     }
 }
 
@@ -344,6 +350,7 @@ fn payloads() -> Vec<EventPayload> {
                 }),
                 rule_set_version: some("security-default@1.0.0"),
                 from_cache: full.then_some(false),
+                dismissed_count: full.then_some(1),
                 duration_ms: full.then_some(12),
             }),
             EventPayload::RunFailed(RunFailed {
@@ -589,7 +596,9 @@ fn review_request(full: bool) -> ReviewRequest {
         request["model"] = json!("m");
         request["scope"] = json!({
             "filePaths": ["app.py"],
-            "selection": { "filePath": "app.py", "startLine": 1, "endLine": 2 }
+            "selection": { "filePath": "app.py", "startLine": 1, "endLine": 2 },
+            "sinceCommit": "c".repeat(40),
+            "previousRunId": "run_01J"
         });
         request["policy"] = json!({
             "effort": "balanced", "language": "en", "ruleSetIds": ["security-default"],
@@ -894,7 +903,7 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
         "FindingSource",
         &variants!(FindingSource: Rule, Model, Analyzer),
     );
-    ts.union("FindingStatus", &variants!(FindingStatus: Draft));
+    ts.union("FindingStatus", &variants!(FindingStatus: Draft, Dismissed));
     ts.union("RunKind", &variants!(RunKind: Review, Chat, Tool, Agent));
     ts.union("StoreStatus", &variants!(StoreStatus: Ok, Unavailable));
     ts.union(
@@ -1056,6 +1065,9 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             fields::<ReviewPolicy>(),
         ),
         ("T.ChatRequest", fields::<ChatRequest>()),
+        ("T.DismissRequest", fields::<DismissRequest>()),
+        ("T.UndismissRequest", fields::<UndismissRequest>()),
+        ("T.Dismissal", fields::<Dismissal>()),
         (
             "T.ChatRequest[\"messages\"][number]",
             fields::<ChatMessage>(),
@@ -1101,6 +1113,60 @@ fn index_d_ts_accepts_what_the_rust_types_write_and_refuses_what_they_do_not() {
             &chat_request(full),
         );
         ts.value("RunView", "constructed run view", &run_view(full));
+        let some = |s: &str| full.then(|| s.to_owned());
+        let fingerprint = format!("sha256:{}", "0".repeat(64));
+        ts.value(
+            "DismissRequest",
+            "constructed dismiss request",
+            &DismissRequest {
+                request_id: some("req-1"),
+                gitlab_origin: ORIGIN.into(),
+                project_path: PROJECT.into(),
+                fingerprint: fingerprint.clone(),
+                reason: some("false positive"),
+                rule_id: some("python.eval-dynamic"),
+                path: some("app.py"),
+                title: some("eval"),
+            },
+        );
+        ts.value(
+            "UndismissRequest",
+            "constructed undismiss request",
+            &UndismissRequest {
+                request_id: some("req-2"),
+                gitlab_origin: ORIGIN.into(),
+                project_path: PROJECT.into(),
+                fingerprint: fingerprint.clone(),
+            },
+        );
+        let dismissal = Dismissal {
+            fingerprint,
+            reason: some("false positive"),
+            rule_id: some("python.eval-dynamic"),
+            path: some("app.py"),
+            title: some("eval"),
+            dismissed_at: "2026-01-01T00:00:00.000Z".into(),
+        };
+        ts.value(
+            "DismissalList",
+            "constructed dismissal list",
+            &DismissalList {
+                dismissals: vec![dismissal.clone()],
+            },
+        );
+        ts.value(
+            "DismissResult",
+            "constructed dismiss result",
+            &Dismissed {
+                dismissal,
+                created: full,
+            },
+        );
+        ts.value(
+            "UndismissResult",
+            "constructed undismiss result",
+            &Undismissed { removed: full },
+        );
     }
     for frame in frames() {
         let (interface, union) = frame_types(&frame);

@@ -1,17 +1,19 @@
 //! The store's public API (DESIGN §3, §5, §6; draft §9, §12): runs, gap-free event logs,
 //! durability across reopen, interruption, retention, idempotency, the review cache, mapping
-//! proposals, a read-only handle beside the writer, and damaged files.
+//! proposals, dismissals (issue 17), a read-only handle beside the writer, and damaged files.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use review_agent_gateway::protocol::Dismissal;
 use review_agent_gateway::protocol::{
     AgentEvent, EventPayload, InterruptReason, RunCancelled, RunCompleted, RunCreated, RunKind,
     RunState, Stage, StageChanged, TextDelta,
 };
 use review_agent_gateway::store::{
-    IdempotencyRecord, MappingProposal, RunRecord, Store, StoreError, StoreReader, payload_hash,
+    DismissalPut, IdempotencyRecord, MappingProposal, RunRecord, Store, StoreError, StoreReader,
+    payload_hash,
 };
 use serde_json::json;
 
@@ -459,6 +461,69 @@ fn mapping_proposals_put_list_remove() {
 }
 
 // === payload_hash ===
+
+fn dismissal(n: u32, at: &str) -> Dismissal {
+    Dismissal {
+        fingerprint: format!("sha256:{n:064x}"),
+        reason: Some(format!("reason {n}")),
+        rule_id: None,
+        path: Some("app.py".into()),
+        title: None,
+        dismissed_at: at.into(),
+    }
+}
+
+#[test]
+fn dismissals_are_per_project_idempotent_capped_newest_first_and_durable() {
+    let dir = Dir::new();
+    let store = dir.store();
+    let (o, p) = ("https://gitlab.example.com", "group/project");
+    let put =
+        |origin: &str, project: &str, d: &Dismissal| ok(store.put_dismissal(origin, project, d, 3));
+    let older = dismissal(1, "2026-01-01T00:00:00.000Z");
+    let newer = dismissal(2, "2026-01-02T00:00:00.000Z");
+    assert_eq!(put(o, p, &older), DismissalPut::Created(older.clone()));
+    assert_eq!(put(o, p, &newer), DismissalPut::Created(newer.clone()));
+    // The same fingerprint again: the stored row, not the new reason.
+    let mut again = older.clone();
+    again.reason = Some("changed".into());
+    again.dismissed_at = "2026-01-03T00:00:00.000Z".into();
+    assert_eq!(put(o, p, &again), DismissalPut::Existing(older.clone()));
+    // Other projects, including one whose path extends this one's, are kept apart.
+    assert_eq!(
+        put(o, "group/project/sub", &older),
+        DismissalPut::Created(older.clone())
+    );
+    assert_eq!(
+        put("https://gitlab.other.example", p, &older),
+        DismissalPut::Created(older.clone())
+    );
+    assert_eq!(
+        ok(store.dismissals(o, p)),
+        vec![newer.clone(), older.clone()]
+    );
+    assert_eq!(ok(store.dismissals(o, "group")), Vec::<Dismissal>::new());
+
+    // The cap counts this project only: a third fits, a fourth does not.
+    let third = dismissal(3, "2026-01-03T00:00:00.000Z");
+    assert_eq!(put(o, p, &third), DismissalPut::Created(third.clone()));
+    assert_eq!(
+        put(o, p, &dismissal(4, "2026-01-04T00:00:00.000Z")),
+        DismissalPut::Full
+    );
+    assert_eq!(ok(store.dismissals(o, p)).len(), 3);
+
+    assert!(ok(store.remove_dismissal(o, p, &older.fingerprint)));
+    assert!(!ok(store.remove_dismissal(o, p, &older.fingerprint)));
+    assert_eq!(
+        ok(store.dismissals(o, "group/project/sub")),
+        vec![older.clone()],
+        "removing one project's dismissal leaves the others"
+    );
+    drop(store);
+    let store = dir.store();
+    assert_eq!(ok(store.dismissals(o, p)), vec![third, newer]);
+}
 
 #[test]
 fn payload_hash_is_canonical() {

@@ -117,7 +117,9 @@ pub enum ProviderStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
-    /// Runtime features: `chat`, `review`, `cancel`, `resume`.
+    /// Runtime features: `chat`, `review`, `cancel`, `resume` (draft §5), and this gateway's
+    /// additions (issue 17, additive per draft §14): `dismissals` (`/v1/dismissals`) and
+    /// `incremental` (`scope.sinceCommit` / `scope.previousRunId`).
     pub runtime: Vec<String>,
     /// Tool names available to models (draft §10), e.g. `file_read`.
     pub tools: Vec<String>,

@@ -508,6 +508,11 @@ pub struct RunCompleted {
     /// `true` when the findings were replayed from the review cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_cache: Option<bool>,
+    /// How many of the run's findings carry `"status": "dismissed"` (their fingerprint was
+    /// dismissed for the project, `POST /v1/dismissals`); absent when none. Included in
+    /// `findingCount`. This gateway's addition to the draft, additive per draft §14.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dismissed_count: Option<u32>,
     /// Wall time of the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,

@@ -57,13 +57,18 @@ pub enum FindingSource {
     Analyzer,
 }
 
-/// Publication state of a finding (draft §11 `status`). The gateway only ever creates `draft`
-/// findings; publishing to GitLab is the user's act (draft §15).
+/// Publication state of a finding (draft §11 `status`). The gateway creates `draft` findings,
+/// and `dismissed` ones for a fingerprint the user dismissed for the project
+/// (`POST /v1/dismissals`); publishing to GitLab is the user's act (draft §15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FindingStatus {
     /// Not yet shown to or accepted by the user.
     Draft,
+    /// The user dismissed this fingerprint for the merge request's project
+    /// (`POST /v1/dismissals`, issue 17): a client hides it. This gateway's addition to the
+    /// draft, additive per draft §14 (a client that does not know it shows the finding).
+    Dismissed,
 }
 
 /// A quote of code that supports a finding (draft §11 `evidence[]`).
@@ -128,4 +133,9 @@ pub struct ReviewFinding {
     pub analyzer: Option<String>,
     /// Publication state.
     pub status: FindingStatus,
+    /// `true` for a finding an incremental review (`scope.previousRunId`) carried over from the
+    /// previous run, on a line that did not change since (lines mapped to the new head); absent
+    /// otherwise. This gateway's addition to the draft, additive per draft §14.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_over: Option<bool>,
 }

@@ -185,6 +185,21 @@ pub struct ReviewScope {
     /// A line range to focus on. Serialized as an explicit `null` when `None`, as in the draft.
     #[serde(default)]
     pub selection: Option<ScopeSelection>,
+    /// Incremental review ("review new commits only", issue 17): a commit SHA (40 or 64 hex
+    /// digits) the merge request's head was at before. The review then covers only the lines
+    /// the merge request adds that also changed between this commit and `headSha` (the
+    /// repository's own line diff); files without such a change are skipped with reason
+    /// `unchanged_since`. `repository.revision_missing` when the repository lacks it. This
+    /// gateway's addition to the draft, additive per draft §14.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_commit: Option<String>,
+    /// With `sinceCommit` only: the completed review run of the same project whose `headSha`
+    /// was `sinceCommit`. Its findings on lines that did not change since are emitted again
+    /// (lines mapped to `headSha`, `carriedOver: true`) before the new ones. `run.not_found`
+    /// when no such run is stored (event logs are kept 24 h by default); `request.invalid` for
+    /// a run of another project or head. This gateway's addition to the draft (§14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_run_id: Option<String>,
 }
 
 /// [`ReviewScope::selection`]: a line range of one file on the new side.
@@ -284,4 +299,73 @@ pub struct ToolCallRequest {
 
 fn empty_object() -> serde_json::Value {
     serde_json::Value::Object(serde_json::Map::new())
+}
+
+// === Dismissals (issue 17; this gateway's addition to the draft, additive per draft §14) ===
+
+/// Body of `POST /v1/dismissals`: remember that the user dismissed the finding with
+/// `fingerprint` for the project, so later reviews mark it `"status": "dismissed"`. Unknown
+/// fields are refused (`request.invalid`), unlike the draft's bodies: this route is ours and
+/// has no later optional fields to tolerate yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DismissRequest {
+    /// Optional client id of the request (echoed in the answer's `requestId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// GitLab origin of the project, e.g. `https://gitlab.example.com`.
+    pub gitlab_origin: String,
+    /// Project path, e.g. `group/project`; the project must be mapped for that origin.
+    pub project_path: String,
+    /// The finding's fingerprint: `sha256:` and 64 lower-case hex digits.
+    pub fingerprint: String,
+    /// Why it was dismissed, at most 500 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The finding's `ruleId`, kept for the listing (at most 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The finding's `path`, kept for the listing (at most 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The finding's `title`, kept for the listing (at most 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// Body of `DELETE /v1/dismissals`: forget one dismissal. Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UndismissRequest {
+    /// Optional client id of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// GitLab origin of the project.
+    pub gitlab_origin: String,
+    /// Project path; the project must be mapped for that origin.
+    pub project_path: String,
+    /// The dismissed fingerprint (`sha256:` + 64 lower-case hex digits).
+    pub fingerprint: String,
+}
+
+/// One stored dismissal, as `GET /v1/dismissals` and `POST /v1/dismissals` answer it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dismissal {
+    /// The dismissed fingerprint.
+    pub fingerprint: String,
+    /// Why, as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The finding's rule id, as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The finding's path, as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The finding's title, as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// RFC 3339 time it was dismissed.
+    pub dismissed_at: String,
 }

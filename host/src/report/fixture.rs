@@ -49,6 +49,7 @@ pub(crate) fn finding(path: &str, start: u32, end: u32, severity: Severity) -> R
         source: FindingSource::Model,
         analyzer: None,
         status: FindingStatus::Draft,
+        carried_over: None,
     }
 }
 
@@ -91,6 +92,7 @@ pub(crate) fn checkout_finding() -> ReviewFinding {
         source: FindingSource::Model,
         analyzer: None,
         status: FindingStatus::Draft,
+        carried_over: None,
     }
 }
 
@@ -238,6 +240,7 @@ pub(crate) fn review_events() -> Vec<AgentEvent> {
             ]),
             rule_set_version: Some("rs-2025.01.31-4f2a".into()),
             from_cache: Some(false),
+            dismissed_count: None,
             duration_ms: Some(12_340),
         }
         .into(),

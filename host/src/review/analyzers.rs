@@ -1282,6 +1282,7 @@ fn to_finding(
         source: FindingSource::Analyzer,
         analyzer: Some(run.name.clone()),
         status: FindingStatus::Draft,
+        carried_over: None,
     };
     Candidate { finding, concept }
 }

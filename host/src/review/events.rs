@@ -181,6 +181,7 @@ impl<'a> Emitter<'a> {
             skipped_files: Some(skipped_files),
             rule_set_version: Some(outcome.rule_set_version.clone()),
             from_cache: None,
+            dismissed_count: None,
             duration_ms: Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
         });
     }

@@ -818,6 +818,7 @@ impl ReviewTools<'_> {
             source: FindingSource::Model,
             analyzer: None,
             status: FindingStatus::Draft,
+            carried_over: None,
         };
         let note = if end_line < reported.end_line {
             format!("Recorded (endLine cut back to {end_line}, the end of the diff hunk).")

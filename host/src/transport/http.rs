@@ -1,4 +1,5 @@
-//! HTTP + SSE transport (draft §3–§9, DESIGN §9): the `/v1` routes of the draft, mapped onto
+//! HTTP + SSE transport (draft §3–§9, DESIGN §9): the `/v1` routes of the draft (and this
+//! gateway's additions, such as `GET|POST|DELETE /v1/dismissals` of issue 17), mapped onto
 //! [`Gateway`] calls, with the loopback security model in front of them.
 //!
 //! **Invariant:** no business logic here: handlers parse, call the engine, and render the
@@ -54,8 +55,8 @@ use crate::engine::Gateway;
 use crate::error::{GatewayError, codes};
 use crate::protocol::json::{BODY_REMEDIATION, decode, parse_strict};
 use crate::protocol::{
-    AgentEvent, ApiResponse, CancelRequest, ErrorObject, RepositoryMappingRequest, ToolCallRequest,
-    check_request_id,
+    AgentEvent, ApiResponse, CancelRequest, DismissRequest, ErrorObject, RepositoryMappingRequest,
+    ToolCallRequest, UndismissRequest, check_request_id,
 };
 use crate::security::{
     HostRefusal, LiveToken, PublicHosts, bearer_token, check_host_with_public, origin_allowed,
@@ -141,6 +142,10 @@ fn routes() -> Router<HttpState> {
         .route("/v1/runs/{run_id}/events", get(run_events))
         .route("/v1/runs/{run_id}/cancel", post(cancel_run))
         .route("/v1/runs/{run_id}/resume", post(resume_run))
+        .route(
+            "/v1/dismissals",
+            get(list_dismissals).post(dismiss).delete(undismiss),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
 }
@@ -293,7 +298,7 @@ async fn checks(state: &HttpState, request: Request, next: Next, id: &RequestId)
             let h = response.headers_mut();
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static("GET, POST, OPTIONS"),
+                HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
             );
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
@@ -622,15 +627,88 @@ async fn resume_run(
     }
 }
 
+/// The query of `GET /v1/dismissals`; other parameters are refused.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DismissalsQuery {
+    gitlab_origin: String,
+    project_path: String,
+}
+
+/// `GET /v1/dismissals?gitlabOrigin=…&projectPath=…` (issue 17): the project's dismissals.
+async fn list_dismissals(
+    State(state): State<HttpState>,
+    id: RequestId,
+    query: Result<Query<DismissalsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let query = match query {
+        Ok(Query(query)) => query,
+        Err(rejection) => {
+            return error_response(
+                &id,
+                &GatewayError::new(
+                    codes::REQUEST_INVALID,
+                    format!(
+                        "the dismissals query is not valid: {}",
+                        rejection.body_text()
+                    ),
+                    "Send both `gitlabOrigin` and `projectPath`, URL-encoded, and nothing else: \
+                     /v1/dismissals?gitlabOrigin=https%3A%2F%2Fgitlab.example.com&projectPath=group%2Fproject.",
+                ),
+            );
+        }
+    };
+    let gateway = state.gateway.clone();
+    match tokio::task::spawn_blocking(move || {
+        gateway.dismissals(&query.gitlab_origin, &query.project_path)
+    })
+    .await
+    {
+        Ok(Ok(list)) => ok(&id, list),
+        Ok(Err(e)) => error_response(&id, &e),
+        Err(e) => error_response(&id, &internal(&e.to_string())),
+    }
+}
+
+/// `POST /v1/dismissals` (issue 17): dismiss a fingerprint for a project.
+async fn dismiss(State(state): State<HttpState>, body: Result<JsonBody, Response>) -> Response {
+    let (request, id) = match body.map(|b| b.decode::<DismissRequest>("dismissal")) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
+    };
+    let gateway = state.gateway.clone();
+    match tokio::task::spawn_blocking(move || gateway.dismiss(request)).await {
+        Ok(Ok(dismissed)) => ok(&id, dismissed),
+        Ok(Err(e)) => error_response(&id, &e),
+        Err(e) => error_response(&id, &internal(&e.to_string())),
+    }
+}
+
+/// `DELETE /v1/dismissals` (issue 17): forget a dismissal.
+async fn undismiss(State(state): State<HttpState>, body: Result<JsonBody, Response>) -> Response {
+    let (request, id) = match body.map(|b| b.decode::<UndismissRequest>("undismissal")) {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(refused)) => return *refused,
+        Err(response) => return response,
+    };
+    let gateway = state.gateway.clone();
+    match tokio::task::spawn_blocking(move || gateway.undismiss(request)).await {
+        Ok(Ok(undismissed)) => ok(&id, undismissed),
+        Ok(Err(e)) => error_response(&id, &e),
+        Err(e) => error_response(&id, &internal(&e.to_string())),
+    }
+}
+
 async fn method_not_allowed(id: RequestId) -> Response {
     let mut response = error_response(
         &id,
         &GatewayError::new(
             codes::REQUEST_INVALID,
             "this route does not take that method",
-            "Use GET to read (health, capabilities, tools, a run and its events) and POST to act \
-             (reviews, chat, tool calls, mapping proposals, cancel, resume); the README's section \
-             \"The daemon\" lists every route.",
+            "Use GET to read (health, capabilities, tools, a run and its events, dismissals), \
+             POST to act (reviews, chat, tool calls, mapping proposals, cancel, resume, dismiss) \
+             and DELETE to undismiss; the README's section \"The daemon\" lists every route.",
         ),
     );
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
@@ -829,6 +907,8 @@ pub fn status_for(code: &str) -> StatusCode {
         // A run whose state or kind does not allow the action (a chat is never resumed): the
         // client's request conflicts with the run, not a gateway fault (was a 500).
         codes::REQUEST_ID_CONFLICT | codes::RUN_NOT_RESUMABLE => StatusCode::CONFLICT,
+        // A project's dismissals are at their cap (issue 17): remove some first.
+        codes::DISMISSAL_LIMIT_REACHED => StatusCode::CONFLICT,
         // A write whose patch or edit does not fit the file's current text.
         codes::PATCH_CONFLICT
         | codes::PATCH_AMBIGUOUS
