@@ -580,28 +580,17 @@ export declare class Gateway {
    * `run.interrupted` (or when it finds it `interrupted`). */
   review(request: ReviewRequest): AsyncGenerator<AgentEvent, void>;
   /** GET /v1/dismissals: the findings dismissed on a project. */
-  dismissals(project: ProjectRef): Promise<{ dismissals: Dismissal[] }>;
+  dismissals(project: ProjectRef): Promise<DismissalList>;
   /** POST /v1/dismissals: remembers a finding as dismissed on the project (idempotent). */
-  dismiss(project: ProjectRef, finding: Pick<ReviewFinding, "fingerprint" | "path" | "title" | "ruleId">, reason?: string): Promise<{ dismissal: Dismissal; created: boolean }>;
+  dismiss(project: ProjectRef, finding: Pick<ReviewFinding, "fingerprint" | "path" | "title" | "ruleId">, reason?: string): Promise<DismissResult>;
   /** DELETE /v1/dismissals: forgets a dismissal. */
-  undismiss(project: ProjectRef, fingerprint: string): Promise<{ removed: boolean }>;
+  undismiss(project: ProjectRef, fingerprint: string): Promise<UndismissResult>;
 }
 
 /** A GitLab project as the gateway's mappings name it. */
 export interface ProjectRef {
   gitlabOrigin: string;
   projectPath: string;
-}
-
-/** A finding dismissed on a project (GET /v1/dismissals). */
-export interface Dismissal {
-  fingerprint: string;
-  reason?: string;
-  ruleId?: string;
-  path?: string;
-  title?: string;
-  /** RFC 3339. */
-  dismissedAt: string;
 }
 
 /** @throws GatewayError `gateway.unavailable` when no transport answers. */
