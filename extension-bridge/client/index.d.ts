@@ -118,6 +118,14 @@ export interface RunCreatedEvent extends EventEnvelope<"run.created"> {
 export interface StageChangedEvent extends EventEnvelope<"stage.changed"> {
   stage: Stage;
   message?: string;
+  /** Files the review covers and skips, once its rules ran (model, validate, done stages). */
+  files?: FileCounts;
+}
+
+/** `stage.changed` `files` (this gateway's addition). */
+export interface FileCounts {
+  reviewed: number;
+  skipped: number;
 }
 
 export interface RuleSetSummary {

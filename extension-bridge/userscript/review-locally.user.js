@@ -154,7 +154,8 @@
     renderProgress();
   }
 
-  function renderProgress(summary) {
+  function renderProgress() {
+    const summary = view.summary;
     const shown = [...view.findings.values()].filter((f) => f.status !== "dismissed").length;
     const d = ui.progress.dataset;
     d.stage = view.stage ?? "";
@@ -268,7 +269,7 @@
       group.node.hidden = items.every((i) => i.hidden);
     }
     document.querySelectorAll(".rag-ref").forEach((ref) => { ref.hidden = !show && view.findings.get(ref.dataset.fingerprint)?.status === "dismissed"; });
-    renderProgress(view.summary);
+    renderProgress();
   }
 
   let diffsCache = null; // GitLab's diff of the merge request, per head
@@ -331,6 +332,7 @@
             view.stage = event.stage;
             view.tool = null;
             view.hasModel ||= event.stage === "model";
+            if (event.files) view.summary = event.files; // once the rules ran
             renderProgress();
             break;
           case "context.added":
@@ -373,7 +375,7 @@
   function finish(event) {
     const skipped = event.skippedFiles ?? [];
     view.summary = { reviewed: (event.reviewedFiles ?? []).length, skipped: skipped.length };
-    renderProgress(view.summary);
+    renderProgress();
     if (skipped.length) {
       ui.skipped.hidden = false;
       ui.skipped.replaceChildren(el("summary", {}, `${skipped.length} files not reviewed`),

@@ -109,6 +109,7 @@ pub fn run_with(
     emitter.emit(crate::protocol::StageChanged {
         stage: crate::protocol::Stage::Model,
         message: None,
+        files: None,
     });
     // The tools' schemas take thousands of tokens: a small context window keeps them for the
     // conversation instead (as a review does).

@@ -1307,6 +1307,7 @@ impl Gateway {
                         StageChanged {
                             stage: Stage::Queued,
                             message: Some("waiting for a review slot".into()),
+                            files: None,
                         }
                         .into(),
                     );
@@ -1928,6 +1929,7 @@ mod tests {
                     StageChanged {
                         stage: Stage::Rules,
                         message: None,
+                        files: None,
                     },
                 )
             })

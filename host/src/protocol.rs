@@ -38,11 +38,11 @@ pub use codec::{
 };
 pub use envelope::{ApiResponse, ErrorObject, MAX_REQUEST_ID_CHARS, check_request_id};
 pub use event::{
-    AgentEvent, ContextAdded, ContextItem, DiffContext, EventPayload, FileContext, FindingCreated,
-    InterruptReason, ModelContext, PermissionReplied, PermissionRequested, RevisionsContext,
-    RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated, RunFailed,
-    RunInterrupted, RunKind, RunState, SkippedFile, Stage, StageChanged, TextDelta, ToolCompleted,
-    ToolStarted, Usage, Warning,
+    AgentEvent, ContextAdded, ContextItem, DiffContext, EventPayload, FileContext, FileCounts,
+    FindingCreated, InterruptReason, ModelContext, PermissionReplied, PermissionRequested,
+    RevisionsContext, RuleSetSummary, RuleSetsContext, RunCancelled, RunCompleted, RunCreated,
+    RunFailed, RunInterrupted, RunKind, RunState, SkippedFile, Stage, StageChanged, TextDelta,
+    ToolCompleted, ToolStarted, Usage, Warning,
 };
 pub use finding::{
     Confidence, Evidence, FindingSource, FindingStatus, ReviewFinding, Severity, Side,

@@ -298,6 +298,7 @@ fn payloads() -> Vec<EventPayload> {
             EventPayload::StageChanged(StageChanged {
                 stage: Stage::Rules,
                 message: some("1 rule set"),
+                files: None,
             }),
             EventPayload::ToolStarted(ToolStarted {
                 call_id: "call_1".into(),

@@ -148,6 +148,7 @@ fn one_batch_appends_gap_free_events_of_two_runs() {
             StageChanged {
                 stage: Stage::Resolve,
                 message: None,
+                files: None,
             },
         ),
         text(&b, 2),

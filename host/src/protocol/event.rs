@@ -260,6 +260,22 @@ pub struct StageChanged {
     /// Human note, e.g. `"3 rule sets, 41 rules"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How many files of the diff a review covers and skips, once its rules ran (on the
+    /// `model`, `validate` and `done` stages): progress a client can show before
+    /// `run.completed` lists them. This gateway's addition (additive, draft §14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FileCounts>,
+}
+
+/// [`StageChanged::files`]: files reviewed and skipped (the lengths of `run.completed`'s
+/// `reviewedFiles` and `skippedFiles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileCounts {
+    /// Files the review covers.
+    pub reviewed: u32,
+    /// Files not reviewed (binary, vendored, generated, too large, unchanged since, …).
+    pub skipped: u32,
 }
 
 /// Review pipeline stage (DESIGN §8). Wire form: lower-case string. Ordered as the pipeline.
@@ -605,6 +621,7 @@ mod tests {
             StageChanged {
                 stage: Stage::Diff,
                 message: None,
+                files: None,
             }
             .into(),
             ContextAdded {

@@ -146,6 +146,7 @@ pub(crate) fn review_events() -> Vec<AgentEvent> {
         StageChanged {
             stage: Stage::Resolve,
             message: None,
+            files: None,
         }
         .into(),
         ContextAdded {
@@ -212,6 +213,7 @@ pub(crate) fn review_events() -> Vec<AgentEvent> {
         StageChanged {
             stage: Stage::Done,
             message: None,
+            files: None,
         }
         .into(),
         RunCompleted {

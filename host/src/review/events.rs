@@ -93,9 +93,18 @@ impl<'a> Emitter<'a> {
     }
 
     pub(super) fn stage(&mut self, stage: Stage) {
+        // Once the rules ran, the files covered and skipped are known (issue 17's progress).
+        let files = self
+            .reviewed
+            .as_ref()
+            .map(|(reviewed, skipped)| crate::protocol::FileCounts {
+                reviewed: u32::try_from(reviewed.len()).unwrap_or(u32::MAX),
+                skipped: u32::try_from(skipped.len()).unwrap_or(u32::MAX),
+            });
         self.emit(StageChanged {
             stage,
             message: None,
+            files,
         });
     }
 

@@ -35,6 +35,7 @@ fn stage(s: Stage) -> StageChanged {
     StageChanged {
         stage: s,
         message: None,
+        files: None,
     }
 }
 
