@@ -149,6 +149,34 @@ function checkFindings(s, expectLines, label) {
   }
 }
 
+/** The findings of a review of base..head: the eval rule on the added lines, the model's
+ * finding on the context line. */
+const firstFindingsOf = (contextLine) => ["app.py:2", "app.py:3", "app.py:4", "app.py:44", `app.py:${contextLine.new}`].sort();
+
+/** Reads an SSE answer (`event:`/`data:` blocks) into `{ type, data }` events until it ends or
+ * `stop(event)` returns true. */
+async function readSse(response, stop = () => false) {
+  const events = [];
+  if (!response.body) return events;
+  const decoder = new TextDecoder();
+  let text = "";
+  for await (const chunk of response.body) {
+    text += decoder.decode(chunk, { stream: true });
+    let end;
+    while ((end = text.indexOf("\n\n")) >= 0) {
+      const block = text.slice(0, end);
+      text = text.slice(end + 2);
+      const type = block.match(/^event:\s*(.*)$/m)?.[1];
+      const data = block.match(/^data:\s*(.*)$/m)?.[1];
+      if (!type || !data) continue;
+      const event = { type, data: JSON.parse(data) };
+      events.push(event);
+      if (stop(event)) return events;
+    }
+  }
+  return events;
+}
+
 async function main() {
   const { browser, binary, home, artifacts } = args();
   browserName = browser;
@@ -251,6 +279,36 @@ async function main() {
     check(got.found && got.value.a[0] === 1 && !(await gmCall({ op: "get", key: "probe" })).found, `GM storage: ${JSON.stringify(got)}`);
   }
 
+  // The gateway with these stand-ins, without the browser: the review finds what the steps
+  // expect (four eval rule findings and the model's finding on the context line), and a chat
+  // runs the model's file_read call and streams its answer (cancelled after the first delta).
+  step = "gateway self-check";
+  {
+    const post = (path, body, signal) => fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", signal,
+      headers: { authorization: `Bearer ${token}`, origin: standin.origin, "content-type": "application/json" }, body: JSON.stringify(body) });
+    const target = { gitlabOrigin: standin.origin, projectPath: "group/project", mergeRequestIid: 99,
+      diffRefs: { baseSha: base, startSha: base, headSha: head } };
+    const review = await post("/v1/reviews", { requestId: `self-check-${Date.now()}`, mode: "merge-request", target,
+      scope: { filePaths: null, selection: null }, policy: { minConfidence: "low" } });
+    const events = await readSse(review);
+    const found = events.filter((e) => e.type === "finding.created").map((e) => `${e.data.finding.path}:${e.data.finding.startLine}`).sort();
+    check(JSON.stringify(found) === JSON.stringify(firstFindingsOf(contextLine)), `the gateway's review: ${review.status} ${JSON.stringify(found)} ${JSON.stringify(events.filter((e) => /failed|warning/.test(e.type)))}`);
+    const abort = new AbortController();
+    const chatEvents = [];
+    const chat = await post("/v1/chat", { requestId: `self-check-chat-${Date.now()}`, messages: [{ role: "user", content: "Is it safe?" }],
+      context: { kind: "selection", gitlabOrigin: standin.origin, projectPath: "group/project", mergeRequestIid: 1, filePath: "app.py",
+        startLine: 2, endLine: 2, text: "v0 = eval(x0)", headSha: head }, toolsEnabled: true }, abort.signal);
+    await readSse(chat, (e) => { chatEvents.push(e); return e.type === "text.delta"; });
+    const runId = chatEvents[0]?.data?.runId;
+    const cancelled = runId ? (await post(`/v1/runs/${runId}/cancel`, {})).status : "no run id";
+    abort.abort();
+    const types = chatEvents.map((e) => e.type);
+    check(types.includes("tool.started") && types.includes("tool.completed") && types.at(-1) === "text.delta" && cancelled === 200,
+      `the gateway's chat: ${chat.status} ${types.join(",")} cancel ${cancelled} ${JSON.stringify(chatEvents.filter((e) => /tool|failed/.test(e.type)))}`);
+    say(`self-check: the gateway reviews ${found.join(" ")} and chats through the fake model (file_read, then text)`);
+    model.requests.length = 0;
+  }
+
   // --- the browser: GM stand-in, helpers, then the userscript, in every document ---
   step = "launch";
   const dist = join(home, "dist");
@@ -304,7 +362,7 @@ async function main() {
 
   // --- 2. a review, the page reloaded in the middle ---
   step = "reload mid-review";
-  const firstFindings = ["app.py:2", "app.py:3", "app.py:4", "app.py:44", `app.py:${contextLine.new}`];
+  const firstFindings = firstFindingsOf(contextLine);
   await click(page, "review");
   await waitIn(page, "a running review with a finding", () => window.__t.panel()?.dataset.state === "running" && Number(window.__t.panel().querySelector('[data-rag="progress"]')?.dataset.findings) >= 1, null, 20000);
   const before = (await state(page)).findings.length;
