@@ -235,20 +235,20 @@ html.gl-dark [data-change="removed"], html.gl-dark tr.old td, html.gl-dark .diff
 /**
  * Starts the stand-in on 127.0.0.1 (a free port).
  *
- * `repo`: the fixture repository; `base`: the merge request's base (= start) commit; `head`:
- * its head commit (change it later with `setHead`). Merge requests !1 and !2 of project 42
- * `group/project` both show base..head (two iids, so a test can have two reviews of the same
- * diff).
+ * `repo`: the fixture repository; `base`: the merge requests' base (= start) commit; `head`:
+ * their head commit, `heads`: `{ iid: sha }` for another head of merge request !1 or !2 of
+ * project 42 `group/project` (change them later with `setHead`).
  *
- * Returns `{ origin, url(path), setHead(sha), diffRefs(), files(), posts, requests, drafts,
+ * Returns `{ origin, url(path), setHead(sha, iid), diffRefs(iid), files(iid), posts, requests, drafts,
  * discussions, gm, session(), reset(), close() }`:
  * - `posts`: every POST to the REST API, in order: `{ path, status, body, csrf, at }`;
  * - `requests`: every REST request as `"METHOD path"` (with the prefix it came under);
  * - `gm`: the GM stand-in's storage (a Map key → value);
  * - `session()`: a new session `{ cookie, csrf }` for requests made by the test itself.
  */
-export async function startStandin({ repo, base, head }) {
-  let current = { head, files: gitDiff(repo, base, head) };
+export async function startStandin({ repo, base, head, heads = {} }) {
+  // iid → { head, files }: each merge request's current head and its diff.
+  const mrs = new Map([1, 2].map((iid) => [iid, { head: heads[iid] ?? head, files: gitDiff(repo, base, heads[iid] ?? head) }]));
   const sessions = new Map(); // session id → csrf token
   const posts = [];
   const requests = [];
@@ -257,7 +257,7 @@ export async function startStandin({ repo, base, head }) {
   const gm = new Map();
   let nextNoteId = 100;
 
-  const diffRefs = () => ({ base_sha: base, start_sha: base, head_sha: current.head });
+  const diffRefs = (iid = 1) => ({ base_sha: base, start_sha: base, head_sha: mrs.get(iid).head });
 
   function newSession() {
     const id = randomBytes(16).toString("hex");
@@ -268,7 +268,8 @@ export async function startStandin({ repo, base, head }) {
   const cookieOf = (req) => (req.headers.cookie ?? "").split(/;\s*/).map((c) => c.split("=")).find(([k]) => k === "_gitlab_session")?.[1];
 
   function page(prefix, iid, markup, theme, session) {
-    const refs = diffRefs();
+    const refs = diffRefs(iid);
+    const current = mrs.get(iid);
     const render = { rapid: rapidFile, vue: vueFile, classic: (f) => classicFile(f, refs) }[markup];
     const gon = { relative_url_root: prefix, api_version: "v4", gitlab_url: "" };
     return `<!doctype html>
@@ -303,6 +304,7 @@ ${current.files.map(render).join("\n")}
     else if (!drafts.has(Number(m[2]))) answer(404, { message: "404 Not found" });
     else {
       const iid = Number(m[2]);
+      const current = mrs.get(iid);
       const tail = m[3] ?? "";
       const paged = (items) => {
         const perPage = Math.min(Math.max(Number(url.searchParams.get("per_page") ?? 20) || 20, 1), 100);
@@ -314,7 +316,7 @@ ${current.files.map(render).join("\n")}
       };
       if (req.method === "GET" && tail === "") {
         answer(200, { id: 1000 + iid, iid, project_id: PROJECT_ID, title: `Stand-in !${iid}`, state: "opened", sha: current.head,
-          diff_refs: diffRefs(), web_url: `${origin}${prefix}/${PROJECT_PATH}/-/merge_requests/${iid}` });
+          diff_refs: diffRefs(iid), web_url: `${origin}${prefix}/${PROJECT_PATH}/-/merge_requests/${iid}` });
       } else if (req.method === "GET" && tail === "/diffs") {
         paged(current.files.map(({ hunks, ...f }) => f));
       } else if (req.method === "GET" && tail === "/draft_notes") {
@@ -355,12 +357,12 @@ ${current.files.map(render).join("\n")}
       if (typeof p !== "object") return [400, { error: "position is invalid" }];
       for (const k of ["base_sha", "start_sha", "head_sha", "position_type"]) if (!p[k]) return [400, { error: `position[${k}] is missing` }];
       if (p.position_type !== "text") return refused(`position_type ${p.position_type} (only text here)`);
-      const refs = diffRefs();
+      const refs = diffRefs(iid);
       if (p.base_sha !== refs.base_sha || p.start_sha !== refs.start_sha || p.head_sha !== refs.head_sha) {
         return refused(`diff refs ${p.base_sha}/${p.start_sha}/${p.head_sha} are not the merge request's ${refs.base_sha}/${refs.start_sha}/${refs.head_sha}`);
       }
       if (!p.old_path || !p.new_path) return refused("old_path and new_path are both required");
-      const file = current.files.find((f) => f.old_path === p.old_path && f.new_path === p.new_path);
+      const file = mrs.get(iid).files.find((f) => f.old_path === p.old_path && f.new_path === p.new_path);
       if (!file) return refused(`${p.old_path} → ${p.new_path} is not a file of the diff`);
       const num = (v) => (v === undefined || v === null || v === "" ? null : Number(v));
       const problem = positionProblem(file, num(p.old_line), num(p.new_line));
@@ -429,10 +431,10 @@ ${current.files.map(render).join("\n")}
   return {
     origin,
     url: (path) => `${origin}${path}`,
-    /** The merge requests' head is now `sha` (a new push): pages and REST answers follow. */
-    setHead(sha) { current = { head: sha, files: gitDiff(repo, base, sha) }; },
+    /** Merge request `iid`'s head is now `sha` (a new push): its pages and REST answers follow. */
+    setHead(sha, iid = 1) { mrs.set(iid, { head: sha, files: gitDiff(repo, base, sha) }); },
     diffRefs,
-    files: () => current.files,
+    files: (iid = 1) => mrs.get(iid).files,
     posts,
     requests,
     drafts,

@@ -29,3 +29,19 @@ export function gmStandinSource() {
   Object.defineProperty(window, "GM", { value: Object.freeze(GM), configurable: false, enumerable: false, writable: false });
 })();`;
 }
+
+/**
+ * `source` (a userscript) wrapped to start when a userscript manager starts it: at its
+ * `@run-at` (Tampermonkey/Violentmonkey: `document-start` at once, `document-end` at
+ * DOMContentLoaded, `document-idle` — the default — after it), inside a function as managers
+ * wrap scripts. The test's init scripts run at document start, before the page is parsed, so a
+ * script reading `meta[name=csrf-token]` or `body[data-*]` at its start would see nothing there
+ * otherwise.
+ */
+export function asManagerRunsIt(source) {
+  const runAt = source.match(/^\/\/\s*@run-at\s+(\S+)/m)?.[1] ?? "document-idle";
+  const start = runAt === "document-start" ? "run();"
+    : runAt === "document-end" ? 'if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run, { once: true }); else run();'
+      : 'const idle = () => setTimeout(run, 0); if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", idle, { once: true }); else idle();';
+  return `(() => {\nconst run = async () => {\n${source}\n};\n${start}\n})();`;
+}

@@ -29,13 +29,25 @@ export function pageHelpersSource() {
     return [...file.querySelectorAll("tr.line_holder")].find((tr) => !tr.classList.contains(side === "new" ? "old" : "new") &&
       tr.querySelector("td." + side + "_line")?.dataset.linenumber === String(line)) ?? null;
   };
-  /** Whether \`el\` sits in a \`.rag-row\` among the rows right after the diff row of its line. */
+  /** Whether finding \`el\` is shown beside its line: a \`.rag-row\` among the rows right after
+   * the diff row of its line holds it, or (another place of a group of one rule in one file,
+   * shown once) holds a pointer with its \`data-fingerprint\`. */
   t.placed = (el, path, line, side) => {
     let next = t.rowOf(path, line, side)?.nextElementSibling;
-    while (next && next.classList.contains("rag-row")) { if (next.contains(el)) return true; next = next.nextElementSibling; }
+    while (next && next.classList.contains("rag-row")) {
+      if (next.contains(el) || next.querySelector('[data-fingerprint="' + el.dataset.fingerprint + '"]')) return true;
+      next = next.nextElementSibling;
+    }
     return false;
   };
-  t.visible = (el) => !!el && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden";
+  /** Whether \`el\` is shown: neither it nor an ancestor is \`hidden\`, \`display: none\` or
+   * \`visibility: hidden\` (a collapsed \`<details>\` still counts as shown: one click away). */
+  t.visible = (el) => {
+    if (!el || !el.isConnected) return false;
+    if (getComputedStyle(el).visibility === "hidden") return false;
+    for (let e = el; e; e = e.parentElement) if (e.hidden || getComputedStyle(e).display === "none") return false;
+    return true;
+  };
   t.panel = () => document.getElementById("review-agent-gateway");
   /** The panel's state, progress and findings (each with where it is shown). */
   t.state = () => {
@@ -48,7 +60,7 @@ export function pageHelpersSource() {
       return { fingerprint: d.fingerprint, path: d.path, line: Number(d.line), side: d.side || "new", severity: d.severity,
         status: d.status, carriedOver: d.carriedOver === "true", visible: t.visible(el),
         placed: t.placed(el, d.path, Number(d.line), d.side || "new"), inPanel: panel.contains(el),
-        text: el.textContent.slice(0, 300), markdownHtml: el.querySelector(".rag-markdown")?.innerHTML.slice(0, 500) ?? null,
+        text: el.textContent.slice(0, 300), markdownHtml: (el.querySelector(".rag-markdown") ?? el.closest(".rag-group")?.querySelector(".rag-markdown"))?.innerHTML.slice(0, 500) ?? null,
         publish: publish ? { disabled: publish.disabled, published: publish.dataset.published === "true", text: publish.textContent.trim() } : null };
     });
     return { ...panel.dataset, progress: progress ? { ...progress.dataset } : null,
