@@ -25,7 +25,7 @@
 //     localStorage.
 //  2. a review on the Rapid Diffs page, the page reloaded mid-review: every finding once, each
 //     under its line.
-//  3. cancel (merge request !2): the run ends cancelled with fewer findings.
+//  3. cancel (merge request !2): the panel and the gateway's run end cancelled.
 //  4. chat on a selected line: the model's file_read call shown, the answer streamed, stop.
 //  5. draft notes for an added line and a context line: the recorded POSTs carry GitLab's
 //     positions (new_line only; old_line and new_line of the same unchanged line).
@@ -261,7 +261,7 @@ async function main() {
     check(diffs.headers.get("x-next-page") === "2" && diffs.headers.get("x-total-pages") === "2" && first[0].new_path === "app.py" &&
       first[0].diff.startsWith("@@ -1,5 +1,7 @@") && first[0].diff.includes("@@ -39,3 +41,4 @@"), `diffs page 1: ${diffs.headers.get("x-next-page")} ${JSON.stringify(first).slice(0, 400)}`);
     say(`self-check: stand-in GitLab enforces CSRF and position rules (${cases.length} cases), paginates diffs`);
-    standin.reset();
+    standin.reset({ notes: true });
 
     // The fake model: a chat's first turn asks for file_read, the next streams text.
     const ask = async (messages, tools) => {
@@ -421,14 +421,17 @@ async function main() {
     await page.goto(standin.url(`${MR}/2/diffs?markup=rapid`));
     await waitPanel(page);
     await click(page, "review");
-    await waitIn(page, "a running review", () => window.__t.panel()?.dataset.state === "running" && window.__t.state().buttons.includes("cancel"), null, 20000);
+    // Running, its run known (data-run-id: the gateway answered run.created), cancel offered.
+    await waitIn(page, "a running review with its run id", () => window.__t.panel()?.dataset.state === "running" &&
+      !!window.__t.panel().dataset.runId && window.__t.state().buttons.includes("cancel"), null, 20000);
     await click(page, "cancel");
     s = await waitState(page, ["cancelled", "done", "failed", "error"], 15000);
     check(s.state === "cancelled", `the cancelled review ended ${s.state}: ${JSON.stringify({ ...s, findings: s.findings.map((f) => `${f.path}:${f.line}`) })}`);
     const allOfTwo = firstFindings.length + 1; // and extra.py:2
-    check(s.findings.length < allOfTwo, `cancelled, yet ${s.findings.length} findings`);
+    const run = await gatewayGet(`/v1/runs/${s.runId}`);
+    check(run.body?.data?.state === "cancelled", `the gateway's run ${s.runId}: ${JSON.stringify(run.body)?.slice(0, 500)}`);
     await shot(page, "cancelled");
-    say(`cancel: the review ended cancelled with ${s.findings.length} of ${allOfTwo} findings`);
+    say(`cancel: the review ended cancelled (the gateway's run too) with ${s.findings.length} of ${allOfTwo} findings`);
   });
 
   // --- 4. chat on a selection ---
@@ -526,7 +529,8 @@ async function main() {
       return lines.every((l) => st.findings.find((f) => f.path === "app.py" && f.line === l)?.publish?.published) && st;
     }, [2, contextLine.new], 10000).catch(() => s);
     for (const f of [byLine(s, 2), byLine(s, contextLine.new)]) {
-      check(f?.publish?.published && f.publish.disabled && /comment exists/i.test(f.publish.text), `after the second review: ${JSON.stringify(f)}`);
+      check(f?.publish?.published && f.publish.disabled && /comment exists/i.test(f.publish.text),
+        `after the second review: ${JSON.stringify(f)}; panel error ${JSON.stringify(s.error)}; REST calls ${JSON.stringify(standin.requests)}`);
     }
     await page.evaluate((fp) => document.querySelector(`.rag-finding[data-fingerprint="${fp}"] button[data-rag-action="publish"]`)?.click(), added.fingerprint);
     await sleep(500);

@@ -244,7 +244,8 @@ html.gl-dark [data-change="removed"], html.gl-dark tr.old td, html.gl-dark .diff
  * - `posts`: every POST to the REST API, in order: `{ path, status, body, csrf, at }`;
  * - `requests`: every REST request as `"METHOD path"` (with the prefix it came under);
  * - `gm`: the GM stand-in's storage (a Map key → value);
- * - `session()`: a new session `{ cookie, csrf }` for requests made by the test itself.
+ * - `session()`: a new session `{ cookie, csrf }` for requests made by the test itself;
+ * - `reset({ notes })`: forget the recorded requests (and with `notes`, the notes).
  */
 export async function startStandin({ repo, base, head, heads = {} }) {
   // iid → { head, files }: each merge request's current head and its diff.
@@ -441,8 +442,13 @@ ${current.files.map(render).join("\n")}
     discussions,
     gm,
     session() { const s = newSession(); return { cookie: `_gitlab_session=${s.id}`, csrf: s.csrf }; },
-    /** Forgets recorded requests and notes (not sessions or GM storage). */
-    reset() { posts.length = 0; requests.length = 0; for (const m of [drafts, discussions]) for (const v of m.values()) v.length = 0; },
+    /** Forgets the recorded requests; with `{ notes: true }` also every draft note and
+     * discussion (never sessions or GM storage). */
+    reset({ notes = false } = {}) {
+      posts.length = 0;
+      requests.length = 0;
+      if (notes) for (const m of [drafts, discussions]) for (const v of m.values()) v.length = 0;
+    },
     close: () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(() => resolve()); }),
   };
 }
