@@ -33,7 +33,7 @@
 //  7. a finding dismissed: hidden, counted, stored by the gateway.
 //  8. a new head commit: "review new commits" reviews only the new file; earlier findings are
 //     carried over; the dismissed one stays hidden.
-//  9. the Vue and classic markups: findings under their lines.
+//  9. Rapid Diffs' parallel view, the Vue and classic markups: findings under their lines.
 // 10. GitLab under the path prefix /gitlab: the REST calls go under it.
 // 11. dark mode (html.gl-dark): the panel is readable on the dark page.
 // Screenshots: <artifacts>/<browser>-<state>.png. Exits 1 with a message on the first failure.
@@ -330,8 +330,8 @@ async function main() {
   // The stand-in's pages, read by the helpers as GitLab's own code reads each markup: the
   // context line, an added line, the removed line, the decoy file, in all three markups.
   step = "pages";
-  for (const markup of ["rapid", "vue", "classic"]) {
-    await page.goto(standin.url(`/gitlab${MR}/1/diffs?markup=${markup}&theme=dark`));
+  for (const [markup, view] of [["rapid", "inline"], ["rapid", "parallel"], ["vue", "inline"], ["classic", "inline"]]) {
+    await page.goto(standin.url(`/gitlab${MR}/1/diffs?markup=${markup}&view=${view}&theme=dark`));
     const seen = await page.evaluate((c) => {
       const text = (row) => row?.textContent.replace(/\s+/g, " ").trim() ?? null;
       return { markup: window.__t.markup(), dark: document.documentElement.classList.contains("gl-dark"),
@@ -340,10 +340,11 @@ async function main() {
         decoy: text(window.__t.rowOf("lib.py", 2)), csrf: document.querySelector('meta[name="csrf-token"]')?.content.length,
         project: document.body.dataset.projectFullPath };
     }, contextLine);
+    // (a parallel row holds both sides: a removed line sits beside the added one)
     check(seen.markup === markup && seen.dark && seen.context?.endsWith("def load(path):") && seen.contextOld === seen.context &&
-      seen.added?.endsWith("v9 = eval(x9)") && seen.removed?.endsWith("import sys") && seen.decoy?.endsWith("b = 20") &&
-      seen.csrf > 20 && seen.project === "group/project", `the ${markup} page: ${JSON.stringify(seen)}`);
-    await shot(page, `page-${markup}-dark`);
+      seen.added?.endsWith("v9 = eval(x9)") && seen.removed?.includes("import sys") && seen.decoy?.endsWith("b = 20") &&
+      seen.csrf > 20 && seen.project === "group/project", `the ${markup} ${view} page: ${JSON.stringify(seen)}`);
+    await shot(page, `page-${markup}-${view}-dark`);
   }
   // The GM stand-in in the page: values survive a reload and never reach localStorage.
   await page.evaluate(async () => { await GM.setValue("probe", { n: 1, s: "é" }); });
@@ -579,18 +580,18 @@ async function main() {
     say(`incremental: app.py and lib.py skipped (unchanged_since), extra.py:2 new, ${visible.length - 1} carried over, the dismissed finding stays hidden`);
   });
 
-  // --- 9. the Vue and classic markups ---
+  // --- 9. Rapid Diffs' parallel view, the Vue and classic markups ---
   await stage(async () => {
-    for (const markup of ["vue", "classic"]) {
+    for (const [markup, view] of [["rapid", "parallel"], ["vue", "inline"], ["classic", "inline"]]) {
       step = `${markup} markup`;
-      await page.goto(standin.url(`${MR}/1/diffs?markup=${markup}`));
+      await page.goto(standin.url(`${MR}/1/diffs?markup=${markup}&view=${view}`));
       await waitPanel(page);
       s = await waitState(page, ["done", "idle"], 15000);
       if (s.state === "idle") { await click(page, "review"); s = await waitState(page, ["done"], 40000); }
       check(s.markup === markup, `data-markup ${s.markup} on the ${markup} page`);
       checkFindings({ findings: s.findings.filter((f) => f.visible) }, expected8, `${markup} markup`);
-      await shot(page, markup);
-      say(`${markup} markup: ${s.findings.filter((f) => f.visible).length} findings under their lines`);
+      await shot(page, view === "inline" ? markup : `${markup}-${view}`);
+      say(`${markup} markup${view === "inline" ? "" : ` (${view} view)`}: ${s.findings.filter((f) => f.visible).length} findings under their lines`);
     }
   });
 

@@ -16,8 +16,8 @@
 //! answer streamed, then stopped; draft notes at GitLab's positions for an added line
 //! (`new_line` only) and a context line (`old_line` and `new_line`); a second review marking
 //! both and refusing to post again; a dismissed finding hidden and kept hidden; an incremental
-//! review of a new head commit reviewing only the new file; the Vue and classic markups; the
-//! `/gitlab` path prefix; dark mode. Screenshots go to `target/browser-companion/`.
+//! review of a new head commit reviewing only the new file; Rapid Diffs' parallel view, the Vue
+//! and classic markups; the `/gitlab` path prefix; dark mode. Screenshots go to `target/browser-companion/`.
 //!
 //! Not skippable: without the browser, node or `extension-bridge/node_modules` the test fails
 //! and says to run `.ci/run`'s install steps.
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lines `companion-e2e.mjs` prints (after the browser's name) when a step passed.
-const STEPS: [&str; 16] = [
+const STEPS: [&str; 17] = [
     "self-check: stand-in GitLab enforces CSRF and position rules",
     "self-check: fake model answers tool calls and streams",
     "self-check: the gateway reviews app.py:2 app.py:3 app.py:4 app.py:44 app.py:6 and chats",
@@ -41,6 +41,7 @@ const STEPS: [&str; 16] = [
     "second review: both posted findings marked \"Comment exists\"; clicking posts nothing",
     "dismiss: app.py:3 hidden",
     "incremental: app.py and lib.py skipped (unchanged_since), extra.py:2 new",
+    "rapid markup (parallel view):",
     "vue markup:",
     "classic markup:",
     "path prefix:",
@@ -66,6 +67,7 @@ fn companion(browser: &str, binary: &str, hint: &str) {
         "chat-stopped",
         "published",
         "incremental",
+        "rapid-parallel",
         "vue",
         "classic",
         "path-prefix",

@@ -2,8 +2,9 @@
 // /work/notes/issue17-contract.md, "Stand-in GitLab"): a real HTTP server on 127.0.0.1 serving
 //
 // - merge-request pages whose diff is rendered from a real `git diff` of the fixture repository
-//   in one of GitLab's three diff markups (`?markup=rapid|vue|classic`; shapes and their GitLab
-//   sources in /work/notes/rapid-diffs.md), light or dark (`?theme=dark` → `<html class="gl-dark">`),
+//   in one of GitLab's three diff markups (`?markup=rapid|vue|classic`, Rapid Diffs also in its
+//   parallel view with `&view=parallel`; shapes and their GitLab sources in
+//   /work/notes/rapid-diffs.md), light or dark (`?theme=dark` → `<html class="gl-dark">`),
 //   at `/group/project/-/merge_requests/:iid[/diffs]` and under the path prefix `/gitlab`;
 // - the REST endpoints the userscript calls (merge request, diffs, draft notes, discussions),
 //   same-origin with the page's session cookie, enforcing GitLab's documented position and CSRF
@@ -127,33 +128,68 @@ const sha256 = (s) => createHash("sha256").update(s).digest("hex");
  * `<sha1(path)>_<old>_<new>` (lib/gitlab/git.rb). */
 const lineCode = (path, oldLine, newLine) => `${sha1(path)}_${oldLine ?? 0}_${newLine ?? 0}`;
 
-/** Rapid Diffs, inline view: app/components/rapid_diffs/diff_file_component.html.haml and
- * viewers/text/inline_hunk_component.html.haml + hunk_component.rb (gitlabhq 3919ad72). */
-function rapidFile(file) {
+/** Rows of a hunk paired for the parallel view as GitLab pairs them (a run of removed lines
+ * beside the run of added lines after it, line by line; a context line beside itself):
+ * `[{ left, right }]`, either side null. */
+function parallelPairs(rows) {
+  const pairs = [];
+  for (let i = 0; i < rows.length;) {
+    if (rows[i].type === "removed" || rows[i].type === "added") {
+      const removed = [];
+      const added = [];
+      while (i < rows.length && rows[i].type === "removed") removed.push(rows[i++]);
+      while (i < rows.length && rows[i].type === "added") added.push(rows[i++]);
+      for (let k = 0; k < Math.max(removed.length, added.length); k++) pairs.push({ left: removed[k] ?? null, right: added[k] ?? null });
+    } else {
+      pairs.push({ left: rows[i], right: rows[i] });
+      i++;
+    }
+  }
+  return pairs;
+}
+
+/** Rapid Diffs, inline (`view` "inline") or parallel (`view` "parallel") view:
+ * app/components/rapid_diffs/diff_file_component.html.haml and viewers/text/
+ * inline_hunk_component.html.haml / parallel_hunk_component.html.haml + hunk_component.rb
+ * (gitlabhq 3919ad72). */
+function rapidFile(file, view = "inline") {
   const hash = sha256(file.new_path).slice(0, 40);
-  const change = (r) => (r.type === "added" ? "added" : r.type === "removed" ? "removed" : r.type === "meta" ? "meta" : null);
+  const change = (r) => (!r ? null : r.type === "added" ? "added" : r.type === "removed" ? "removed" : r.type === "meta" ? "meta" : null);
   const dataChange = (r) => (change(r) ? ` data-change="${change(r)}"` : "");
+  // hunk_component.rb line_number_cell / line_content_cell
   const numberCell = (r, side, id) => {
-    const number = side === "old" ? r.old : r.new;
+    const number = !r ? null : side === "old" ? r.old : r.new;
     const visible = number != null && r.type !== "meta";
     if (!visible) return `<td class="rd-line-number rd-line-number-empty"${dataChange(r)} data-position="${side}"></td>`;
     const label = r.type === "removed" ? `Removed line ${number}` : r.type === "added" ? `Added line ${number}` : `Line ${number}`;
     return `<td class="rd-line-number"${dataChange(r)} data-position="${side}"><a class="rd-line-link" data-line-number="${number}" href="#${id}" aria-label="${label}"></a></td>`;
   };
-  const rows = file.hunks.map((h) =>
-    `<tr class="rd-hunk-header rd-hunk-header-inline" data-hunk-header="true"><td class="rd-hunk-header-buttons" colspan="2"></td><td class="rd-hunk-header-content">${esc(h.header)}</td></tr>` +
-    h.rows.map((r) => {
-      const id = `line_${hash.slice(0, 8)}_${r.old ?? ""}_${r.new ?? ""}`;
-      return `<tr class="rd-hunk-lines rd-hunk-lines-inline" id="${id}" data-testid="hunk-lines-inline" data-hunk-lines="true">` +
-        numberCell(r, "old", id) + numberCell(r, "new", id) +
-        `<td class="rd-line-content"${dataChange(r)}><pre class="rd-line-text">${esc(r.type === "meta" ? r.text : r.text)}</pre></td></tr>`;
-    }).join("")).join("");
-  const fileData = { viewer: "text_inline", diff_lines_path: `/${PROJECT_PATH}/-/blob/diff_lines/${file.new_path}`, old_path: file.old_path, new_path: file.new_path };
+  const contentCell = (r, side) => (r
+    ? `<td class="rd-line-content"${dataChange(r)}${side ? ` data-position="${side}"` : ""}><pre class="rd-line-text">${esc(r.text)}</pre></td>`
+    : `<td class="rd-line-content rd-line-number-empty"${side ? ` data-position="${side}"` : ""}></td>`);
+  const idOf = (r) => `line_${hash.slice(0, 8)}_${r.old ?? ""}_${r.new ?? ""}`;
+  const rows = view === "parallel"
+    ? file.hunks.map((h) =>
+      `<tr class="rd-hunk-header rd-hunk-header-parallel" data-hunk-header="true"><td class="rd-hunk-header-buttons"></td><td class="rd-hunk-header-content" colspan="3">${esc(h.header)}</td></tr>` +
+      parallelPairs(h.rows.filter((r) => r.type !== "meta")).map(({ left, right }) => {
+        const id = idOf(left ?? right);
+        return `<tr class="rd-hunk-lines rd-hunk-lines-parallel" id="${id}" data-testid="hunk-lines-parallel" data-hunk-lines="true">` +
+          numberCell(left, "old", id) + contentCell(left, "old") + numberCell(right, "new", id) + contentCell(right, "new") + "</tr>";
+      }).join("")).join("")
+    : file.hunks.map((h) =>
+      `<tr class="rd-hunk-header rd-hunk-header-inline" data-hunk-header="true"><td class="rd-hunk-header-buttons" colspan="2"></td><td class="rd-hunk-header-content">${esc(h.header)}</td></tr>` +
+      h.rows.map((r) => {
+        const id = idOf(r);
+        return `<tr class="rd-hunk-lines rd-hunk-lines-inline" id="${id}" data-testid="hunk-lines-inline" data-hunk-lines="true">` +
+          numberCell(r, "old", id) + numberCell(r, "new", id) + contentCell(r, null) + "</tr>";
+      }).join("")).join("");
+  const fileData = { viewer: `text_${view}`, diff_lines_path: `/${PROJECT_PATH}/-/blob/diff_lines/${file.new_path}`, old_path: file.old_path, new_path: file.new_path };
+  const columns = view === "parallel" ? ["Original line number", "Original line", "Diff line number", "Diff line"] : ["Original line number", "Diff line number", "Diff line"];
   return `<diff-file class="rd-diff-file-component" id="${hash}" data-testid="rd-diff-file" data-file-data="${esc(JSON.stringify(fileData))}">` +
     `<article class="rd-diff-file" aria-labelledby="file-title-${hash}"><div class="rd-diff-file-header" data-testid="rd-diff-file-header">` +
     `<h2 class="rd-diff-file-title" id="file-title-${hash}"><strong>${esc(file.new_path)}</strong></h2></div>` +
     `<div class="flash-container rd-diff-file-error"></div><details class="rd-diff-file-details" open data-file-body=""><summary></summary>` +
-    `<div class="rd-diff-file-body"><table class="rd-text-view-root"><thead class="gl-sr-only"><tr><th>Original line number</th><th>Diff line number</th><th>Diff line</th></tr></thead>` +
+    `<div class="rd-diff-file-body"><table class="rd-text-view-root"><thead class="gl-sr-only"><tr>${columns.map((c) => `<th>${c}</th>`).join("")}</tr></thead>` +
     `<tbody class="rd-text-view-content code code-syntax-highlight-theme">${rows}</tbody></table></div></details></article><diff-file-mounted></diff-file-mounted></diff-file>`;
 }
 
@@ -268,10 +304,10 @@ export async function startStandin({ repo, base, head, heads = {} }) {
   }
   const cookieOf = (req) => (req.headers.cookie ?? "").split(/;\s*/).map((c) => c.split("=")).find(([k]) => k === "_gitlab_session")?.[1];
 
-  function page(prefix, iid, markup, theme, session) {
+  function page(prefix, iid, markup, theme, view, session) {
     const refs = diffRefs(iid);
     const current = mrs.get(iid);
-    const render = { rapid: rapidFile, vue: vueFile, classic: (f) => classicFile(f, refs) }[markup];
+    const render = { rapid: (f) => rapidFile(f, view), vue: vueFile, classic: (f) => classicFile(f, refs) }[markup];
     const gon = { relative_url_root: prefix, api_version: "v4", gitlab_url: "" };
     return `<!doctype html>
 <html lang="en" class="${theme === "dark" ? "gl-dark" : "gl-light"}"><head><meta charset="utf-8">
@@ -417,7 +453,8 @@ ${current.files.map(render).join("\n")}
       if (mr && drafts.has(Number(mr[1]))) {
         const markup = url.searchParams.get("markup") ?? "rapid";
         if (!["rapid", "vue", "classic"].includes(markup)) return res.writeHead(400).end("markup: rapid, vue or classic");
-        return res.writeHead(200, headers).end(page(prefix, Number(mr[1]), markup, url.searchParams.get("theme"), { csrf: sessions.get(sid) }));
+        const view = url.searchParams.get("view") === "parallel" ? "parallel" : "inline";
+        return res.writeHead(200, headers).end(page(prefix, Number(mr[1]), markup, url.searchParams.get("theme"), view, { csrf: sessions.get(sid) }));
       }
       if (rest === "/blank") return res.writeHead(200, headers).end("<!doctype html><title>blank</title><body>blank</body>");
       if (rest === "/favicon.ico") return res.writeHead(204).end();
