@@ -144,6 +144,7 @@ async function click(page, action, scope) {
 function checkFindings(s, expectLines, label) {
   const fps = s.findings.map((f) => f.fingerprint);
   check(new Set(fps).size === fps.length, `${label}: a finding shown twice: ${JSON.stringify(s.findings.map((f) => `${f.path}:${f.line} ${f.fingerprint}`))}`);
+  check(!s.duplicates?.length, `${label}: shown twice: ${JSON.stringify(s.duplicates)}`);
   const shown = s.findings.filter((f) => f.status !== "dismissed").map((f) => `${f.path}:${f.line}`).sort();
   check(JSON.stringify(shown) === JSON.stringify([...expectLines].sort()), `${label}: findings ${JSON.stringify(shown)}, expected ${JSON.stringify([...expectLines].sort())}`);
   for (const f of s.findings.filter((x) => x.status !== "dismissed")) {
@@ -414,6 +415,24 @@ async function main() {
       !modelFinding.markdownHtml.includes("<img"), `the finding's Markdown: ${modelFinding.markdownHtml}`);
     await shot(page, "review-restored");
     say(`reload mid-review: ${before} findings before the reload, ${s.findings.length} after, each once and under its line; Markdown rendered safely`);
+  });
+
+  // The settings dialog shows what GM storage holds; saving keeps it there.
+  await stage(async () => {
+    step = "settings";
+    await click(page, "settings");
+    const dialog = await waitIn(page, "the settings dialog", () => {
+      const form = document.querySelector('[data-rag="settings"]');
+      const token = form?.querySelector('input[name="token"]');
+      return window.__t.visible(form) && token && { token: token.value, port: form.querySelector('input[name="port"]')?.value ?? null };
+    }, null, 5000);
+    check(dialog.token === token && Number(dialog.port) === port, `the settings dialog shows ${JSON.stringify({ ...dialog, token: dialog.token === token ? "(the token)" : dialog.token })}`);
+    await click(page, "save-settings", '[data-rag="settings"]');
+    await sleep(300);
+    check(standin.gm.get("settings")?.token === token, `GM settings after saving the dialog: ${JSON.stringify(standin.gm.get("settings"))}`);
+    const afterSave = await page.evaluate((t) => Object.keys(localStorage).filter((k) => (localStorage.getItem(k) ?? "").includes(t)), token);
+    check(afterSave.length === 0, `the token is in localStorage after saving the settings: ${afterSave}`);
+    say("settings: the dialog shows the stored token and port; saving keeps the token in GM storage only");
   });
 
   // --- 3. cancel (merge request !2, base..head2) ---

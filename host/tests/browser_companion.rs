@@ -11,7 +11,7 @@
 //! API calls) against the real daemon with a fake OpenAI-compatible model server
 //! (`tests/companion/fake-model.mjs`) and a GM stand-in as the userscript manager's storage.
 //! Each step prints a line asserted here: the stand-ins' self-check; the token moved out of
-//! localStorage into GM storage; a review reloaded mid-way restored with every finding once and
+//! localStorage into GM storage (and the settings dialog keeping it there); a review reloaded mid-way restored with every finding once and
 //! under its line; cancel; a chat on a selected line with the model's tool call shown, the
 //! answer streamed, then stopped; draft notes at GitLab's positions for an added line
 //! (`new_line` only) and a context line (`old_line` and `new_line`); a second review marking
@@ -28,13 +28,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lines `companion-e2e.mjs` prints (after the browser's name) when a step passed.
-const STEPS: [&str; 17] = [
+const STEPS: [&str; 18] = [
     "self-check: stand-in GitLab enforces CSRF and position rules",
     "self-check: fake model answers tool calls and streams",
     "self-check: the gateway reviews app.py:2 app.py:3 app.py:4 app.py:44 app.py:6 and chats",
     "pages: rapid, vue and classic markup rendered from the git diff",
     "token: moved from localStorage into GM storage; localStorage holds no token",
     "reload mid-review:",
+    "settings: the dialog shows the stored token and port; saving keeps the token in GM storage only",
     "cancel: the review ended cancelled",
     "chat: file_read shown",
     "draft notes: added line posted as new_line 2 only; context line as old_line 4 + new_line 6",

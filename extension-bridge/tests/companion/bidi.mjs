@@ -110,6 +110,21 @@ export async function launchFirefox({ initScripts = [], env = process.env, binar
   const child = spawn(binary, ["--headless", "--no-remote", "--remote-debugging-port=0", "--profile", profile, "about:blank"],
     { env: { ...env, MOZ_HEADLESS: "1" }, stdio: ["ignore", "ignore", "pipe"] });
   const stderr = [];
+  const stop = () => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+    rmSync(profile, { recursive: true, force: true });
+  };
+  try {
+    return await bidiSession(child, stderr, initScripts, stop);
+  } catch (e) {
+    stop();
+    throw e;
+  }
+}
+
+/** The BiDi session of a started Firefox `child` and the page interface over it; `stop()`
+ * ends the browser for good. */
+async function bidiSession(child, stderr, initScripts, stop) {
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`firefox printed no BiDi address in 30 s: ${stderr.join("\n")}`)), 30000);
     createInterface({ input: child.stderr }).on("line", (line) => {
@@ -156,11 +171,8 @@ export async function launchFirefox({ initScripts = [], env = process.env, binar
     async close() {
       try { await bidi.send("browser.close", {}, 5000); } catch { /* closing anyway */ }
       socket.close();
-      if (child.exitCode === null) {
-        await Promise.race([new Promise((r) => child.once("exit", r)), new Promise((r) => setTimeout(r, 5000))]);
-        if (child.exitCode === null) child.kill("SIGKILL");
-      }
-      rmSync(profile, { recursive: true, force: true });
+      if (child.exitCode === null) await Promise.race([new Promise((r) => child.once("exit", r)), new Promise((r) => setTimeout(r, 5000))]);
+      stop();
     },
   };
 }

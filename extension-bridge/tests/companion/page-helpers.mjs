@@ -63,7 +63,14 @@ export function pageHelpersSource() {
         text: el.textContent.slice(0, 300), markdownHtml: (el.querySelector(".rag-markdown") ?? el.closest(".rag-group")?.querySelector(".rag-markdown"))?.innerHTML.slice(0, 500) ?? null,
         publish: publish ? { disabled: publish.disabled, published: publish.dataset.published === "true", text: publish.textContent.trim() } : null };
     });
-    return { ...panel.dataset, progress: progress ? { ...progress.dataset } : null,
+    // Anything shown twice: a finding, or a pointer row to one (a restore that re-inserts).
+    const counts = new Map();
+    for (const el of document.querySelectorAll(".rag-finding[data-fingerprint], .rag-row [data-fingerprint]:not(.rag-finding):not(.rag-finding *)")) {
+      const key = (el.classList.contains("rag-finding") ? "finding " : "pointer ") + el.dataset.fingerprint;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    const duplicates = [...counts].filter(([, n]) => n > 1).map(([k, n]) => k + " ×" + n);
+    return { ...panel.dataset, progress: progress ? { ...progress.dataset } : null, duplicates,
       error: panel.querySelector('[data-rag="error"]')?.textContent ?? null,
       dismissedCount: panel.querySelector('[data-rag="dismissed-count"]')?.textContent ?? null,
       skipped: [...panel.querySelectorAll('[data-rag="skipped"] li[data-path]')].map((li) => ({ path: li.dataset.path, reason: li.dataset.reason })),
