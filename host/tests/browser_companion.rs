@@ -10,14 +10,16 @@
 //! GitLab's documented draft-note position rules and its CSRF rule for session-authenticated
 //! API calls) against the real daemon with a fake OpenAI-compatible model server
 //! (`tests/companion/fake-model.mjs`) and a GM stand-in as the userscript manager's storage.
-//! Each step prints a line asserted here: the stand-ins' self-check; the token moved out of
-//! localStorage into GM storage (and the settings dialog keeping it there); a review reloaded mid-way restored with every finding once and
+//! Each step prints a line asserted here: the stand-ins' self-check (and the gateway's review
+//! and chat with them); the token moved out of localStorage into GM storage, and the settings
+//! dialog keeping it there; a review reloaded mid-way restored with every finding once and
 //! under its line; cancel; a chat on a selected line with the model's tool call shown, the
 //! answer streamed, then stopped; draft notes at GitLab's positions for an added line
 //! (`new_line` only) and a context line (`old_line` and `new_line`); a second review marking
 //! both and refusing to post again; a dismissed finding hidden and kept hidden; an incremental
 //! review of a new head commit reviewing only the new file; Rapid Diffs' parallel view, the Vue
-//! and classic markups; the `/gitlab` path prefix; dark mode. Screenshots go to `target/browser-companion/`.
+//! and classic markups; the `/gitlab` path prefix; dark mode. Screenshots go to
+//! `target/browser-companion/<browser>-<state>.png`. About 25 s per browser.
 //!
 //! Not skippable: without the browser, node or `extension-bridge/node_modules` the test fails
 //! and says to run `.ci/run`'s install steps.
