@@ -37,7 +37,7 @@ const STEPS: [&str; 18] = [
     "pages: rapid, vue and classic markup rendered from the git diff",
     "token: moved from localStorage into GM storage; localStorage holds no token",
     "reload mid-review:",
-    "settings: the dialog shows the stored token and port; saving keeps the token in GM storage only",
+    "settings: the dialog shows the stored token and port; saving keeps the token in GM",
     "cancel: the review ended cancelled",
     "chat: file_read shown",
     "draft notes: added line posted as new_line 2 only; context line as old_line 4 + new_line 6",
@@ -120,7 +120,7 @@ fn companion_userscript_on_standin_gitlab_in_headless_firefox() {
     companion(
         "firefox",
         "/usr/bin/firefox-esr",
-        "run the install steps of .ci/run: `apt-get install -y firefox-esr nodejs npm` and `npm ci` \
-         in extension-bridge/",
+        "run the install steps of .ci/run: `apt-get install -y firefox-esr nodejs npm` and \
+         `npm ci` in extension-bridge/",
     );
 }
