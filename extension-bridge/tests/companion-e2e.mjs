@@ -468,30 +468,33 @@ async function main() {
       const box = document.querySelector('[data-rag="chat"] textarea[name="question"]');
       box.value = "Is this line safe?";
       box.dispatchEvent(new Event("input", { bubbles: true }));
+    });
+    await click(page, "send", '[data-rag="chat"]');
+    await waitIn(page, "the file_read tool shown completed", () => !!document.querySelector('[data-rag="chat"] .rag-tool[data-tool="file_read"][data-state="completed"]'), null, 20000);
+    const first = await waitIn(page, "answer text", () => document.querySelector('[data-rag="chat"] .rag-chat-answer')?.textContent.length || 0, null, 10000);
+    const second = await waitIn(page, "more answer text", (n) => {
+      const len = document.querySelector('[data-rag="chat"] .rag-chat-answer')?.textContent.length ?? 0;
+      return len > n ? len : 0;
+    }, first, 10000);
+    await click(page, "stop", '[data-rag="chat"]');
+    const chat = await waitIn(page, "the chat stopped", () => {
+      const box = document.querySelector('[data-rag="chat"]');
+      return ["stopped", "done", "error"].includes(box?.dataset.state) && { state: box.dataset.state, answer: box.querySelector(".rag-chat-answer").textContent,
+        tools: [...box.querySelectorAll(".rag-tool")].map((t) => ({ ...t.dataset })) };
+    }, null, 10000);
+    check(chat.state === "stopped", `the chat ended ${chat.state}`);
+    const answer = model.requests.find((r) => r.kind === "chat-answer");
+    await sleep(300);
+    check(answer && answer.closedEarly && answer.deltasSent < 24, `the model's answer stream: ${JSON.stringify(model.requests)}`);
+    const asked = model.requests.find((r) => r.kind === "chat-tool");
+    check(asked, `no chat tool turn: ${JSON.stringify(model.requests)}`);
+    // The selection reached the model: the selected line's text and the question.
+    check(asked.text.includes("v0 = eval(x0)") && asked.text.includes("Is this line safe?"),
+      `the chat's first request lacks the selection or the question: ${asked.text.slice(0, 1500)}`);
+    await shot(page, "chat-stopped");
+    say(`chat: file_read shown (${chat.tools.map((t) => `${t.tool}:${t.state}`).join(",")}), answer streamed (${first} then ${second} chars), stopped after ${answer.deltasSent} of 24 deltas`);
   });
 
-  await click(page, "send", '[data-rag="chat"]');
-  await waitIn(page, "the file_read tool shown completed", () => !!document.querySelector('[data-rag="chat"] .rag-tool[data-tool="file_read"][data-state="completed"]'), null, 20000);
-  const first = await waitIn(page, "answer text", () => document.querySelector('[data-rag="chat"] .rag-chat-answer')?.textContent.length || 0, null, 10000);
-  const second = await waitIn(page, "more answer text", (n) => {
-    const len = document.querySelector('[data-rag="chat"] .rag-chat-answer')?.textContent.length ?? 0;
-    return len > n ? len : 0;
-  }, first, 10000);
-  await click(page, "stop", '[data-rag="chat"]');
-  const chat = await waitIn(page, "the chat stopped", () => {
-    const box = document.querySelector('[data-rag="chat"]');
-    return ["stopped", "done", "error"].includes(box?.dataset.state) && { state: box.dataset.state, answer: box.querySelector(".rag-chat-answer").textContent,
-      tools: [...box.querySelectorAll(".rag-tool")].map((t) => ({ ...t.dataset })) };
-  }, null, 10000);
-  check(chat.state === "stopped", `the chat ended ${chat.state}`);
-  const answer = model.requests.find((r) => r.kind === "chat-answer");
-  await sleep(300);
-  check(answer && answer.closedEarly && answer.deltasSent < 24, `the model's answer stream: ${JSON.stringify(model.requests)}`);
-  check(model.requests.some((r) => r.kind === "chat-tool"), `no chat tool turn: ${JSON.stringify(model.requests)}`);
-  await shot(page, "chat-stopped");
-  say(`chat: file_read shown (${chat.tools.map((t) => `${t.tool}:${t.state}`).join(",")}), answer streamed (${first} then ${second} chars), stopped after ${answer.deltasSent} of 24 deltas`);
-
-  });
   // --- 5. draft notes: an added line and a context line ---
   await stage(async () => {
     step = "publish";
@@ -522,12 +525,11 @@ async function main() {
       const fp = [added, context][i].fingerprint;
       check(p.body.note.trimEnd().endsWith(`<!-- review-agent-gateway fingerprint=${fp} -->`), `draft ${i + 1} lacks the marker of ${fp}: ${p.body.note.slice(-200)}`);
       check(typeof p.csrf === "string" && p.csrf.length > 0, `draft ${i + 1} without X-CSRF-Token`);
+    });
+    await shot(page, "published");
+    say(`draft notes: added line posted as new_line 2 only; context line as old_line ${contextLine.old} + new_line ${contextLine.new}; both carry the fingerprint marker`);
   });
 
-  await shot(page, "published");
-  say(`draft notes: added line posted as new_line 2 only; context line as old_line ${contextLine.old} + new_line ${contextLine.new}; both carry the fingerprint marker`);
-
-  });
   // --- 6. the notes published; a second review marks them and refuses to post again ---
   await stage(async () => {
     step = "second review";
@@ -594,7 +596,8 @@ async function main() {
       `carried over: ${JSON.stringify(visible.map((f) => [f.path, f.line, f.carriedOver]))}`);
     check(!s.findings.some((f) => f.fingerprint === dismissed.fingerprint && f.visible), "the dismissed finding is shown again");
     const newCalls = model.requests.slice(modelCallsBefore);
-    check(newCalls.every((r) => r.kind !== "review"), `the model was asked about old files: ${JSON.stringify(newCalls)}`);
+    check(newCalls.every((r) => r.files.every((f) => f === "extra.py")) && newCalls.some((r) => r.files.includes("extra.py")),
+      `the model was asked about other files than extra.py: ${JSON.stringify(newCalls.map((r) => ({ kind: r.kind, files: r.files })))}`);
     await shot(page, "incremental");
     say(`incremental: app.py and lib.py skipped (unchanged_since), extra.py:2 new, ${visible.length - 1} carried over, the dismissed finding stays hidden`);
   });
@@ -646,13 +649,12 @@ async function main() {
       const text = panel.querySelector(".rag-finding .rag-markdown") ?? panel;
       return { dark: document.documentElement.classList.contains("gl-dark"), background: lum(back(panel)), text: lum(getComputedStyle(text).color),
         findingBackground: lum(back(document.querySelector(".rag-finding") ?? panel)) };
+    });
+    check(colours.dark && colours.background < 0.35 && colours.findingBackground < 0.35 && colours.text > 0.6, `dark mode colours (luminance 0–1): ${JSON.stringify(colours)}`);
+    await shot(page, "dark");
+    say(`dark mode: panel background luminance ${colours.background.toFixed(2)}, text ${colours.text.toFixed(2)}`);
   });
 
-  check(colours.dark && colours.background < 0.35 && colours.findingBackground < 0.35 && colours.text > 0.6, `dark mode colours (luminance 0–1): ${JSON.stringify(colours)}`);
-  await shot(page, "dark");
-  say(`dark mode: panel background luminance ${colours.background.toFixed(2)}, text ${colours.text.toFixed(2)}`);
-
-  });
   step = "end";
   if (failures.length) fail(`${failures.length} steps failed (--keep-going)`);
   const leaked = await page.evaluate((t) => Object.keys(localStorage).filter((k) => (localStorage.getItem(k) ?? "").includes(t)), token);

@@ -17,8 +17,9 @@
 // `GET /v1/models` lists the model (the gateway's health probe).
 //
 // Every completion is recorded in `requests`: `{ kind: "review" | "review-done" | "chat-tool" |
-// "chat-answer", lastRole, deltasSent, closedEarly }` (`closedEarly`: the client hung up before
-// the stream ended — what "stop" must do).
+// "chat-answer", lastRole, deltasSent, closedEarly, files, text }` (`closedEarly`: the client hung
+// up before the stream ended — what "stop" must do; `files`: the `### <path> (` headers of a
+// review chunk; `text`: the messages' text, at most 20 000 characters).
 import { createServer } from "node:http";
 
 export const FAKE_MODEL = "fake-model";
@@ -48,7 +49,8 @@ export async function startFakeModel({ finding, chatReadPath, answer, answerDelt
     const lastRole = messages.at(-1)?.role;
     const sawTool = messages.some((m) => m.role === "tool");
     const text = messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content ?? ""))).join("\n");
-    const record = { kind: "", lastRole, deltasSent: 0, closedEarly: false };
+    const record = { kind: "", lastRole, deltasSent: 0, closedEarly: false, files: [...text.matchAll(/^### (\S+) \(/gm)].map((m) => m[1]),
+      text: text.slice(0, 20000) };
     requests.push(record);
 
     let ended = false;
