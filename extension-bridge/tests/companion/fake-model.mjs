@@ -22,6 +22,7 @@
 // review chunk; `text`: the messages' text, at most 20 000 characters).
 import { createServer } from "node:http";
 
+/** The model name the fake serves and lists (`[[providers]] model`). */
 export const FAKE_MODEL = "fake-model";
 
 /**
