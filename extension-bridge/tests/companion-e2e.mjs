@@ -294,7 +294,9 @@ async function main() {
     const target = { gitlabOrigin: standin.origin, projectPath: "group/project", mergeRequestIid: 99,
       diffRefs: { baseSha: base, startSha: base, headSha: head } };
     const review = await post("/v1/reviews", { requestId: `self-check-${Date.now()}`, mode: "merge-request", target,
-      scope: { filePaths: null, selection: null }, policy: { minConfidence: "low" } });
+      // (the files named: another request than the page's, so no review cache entry is left
+      // for the page's review to replay)
+      scope: { filePaths: ["app.py", "lib.py"], selection: null }, policy: { minConfidence: "low" } });
     const events = await readSse(review);
     const found = events.filter((e) => e.type === "finding.created").map((e) => `${e.data.finding.path}:${e.data.finding.startLine}`).sort();
     check(JSON.stringify(found) === JSON.stringify(firstFindingsOf(contextLine)), `the gateway's review: ${review.status} ${JSON.stringify(found)} ${JSON.stringify(events.filter((e) => /failed|warning/.test(e.type)))}`);
@@ -393,6 +395,7 @@ async function main() {
     await click(page, "review");
     await waitIn(page, "a running review with a finding", () => window.__t.panel()?.dataset.state === "running" && Number(window.__t.panel().querySelector('[data-rag="progress"]')?.dataset.findings) >= 1, null, 20000);
     const before = (await state(page)).findings.length;
+    check(before < firstFindings.length, `the review had all ${before} findings before the reload: not mid-review`);
     // The old localStorage token was moved into GM storage by now (at the latest when the
     // review needed it).
     step = "token";
