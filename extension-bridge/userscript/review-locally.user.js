@@ -213,7 +213,7 @@
       const details = el("details", { open: true }, summary,
         el("div", { className: "rag-meta" }, `${f.confidence} confidence · ${f.source === "analyzer" ? `analyzer ${f.analyzer ?? ""}` : f.source}${f.ruleId ? ` · ${f.ruleId}` : ""}`),
         body, list);
-      const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, count: 0 } }, details);
+      const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, severity: f.severity, count: 0 } }, details);
       group = { node, details, body, list, count: 0, first: f, evidence: new Set() };
       view.groups.set(key, group);
       const row = findDiffRow(document, f.path, f.side, f.startLine);
@@ -327,6 +327,7 @@
           case "run.created":
             panel.dataset.runId = event.runId;
             saveState({ runId: event.runId, lastSeq: event.seq });
+            if (cancelRequested) cancelRun(); // pressed before the run had an id
             break;
           case "stage.changed":
             view.stage = event.stage;
@@ -418,6 +419,7 @@
       const again = mrState.baseRequestId === base && ["cancelled", "failed"].includes(mrState.state);
       const attempt = mrState.baseRequestId === base ? (mrState.attempt ?? 0) + (again ? 1 : 0) : 0;
       request.requestId = await reviewRequestId(request, attempt);
+      cancelRequested = false;
       await saveState({ baseRequestId: base, attempt, requestId: request.requestId, headSha: mr.diffRefs.headSha, state: "running", runId: null, lastSeq: 0 });
       resetView({ headSha: mr.diffRefs.headSha });
       const marks = loadMarks();
@@ -454,9 +456,13 @@
 
   ui.review.addEventListener("click", () => review());
   ui.newCommits.addEventListener("click", () => review({ incremental: true }));
-  ui.cancel.addEventListener("click", async () => {
+  let cancelRequested = false;
+  async function cancelRun() {
+    cancelRequested = !mrState.runId; // no id yet: cancelled as soon as run.created brings it
+    if (cancelRequested) { ui.status.textContent = "cancelling…"; return; }
     try { await (await gateway()).cancel(mrState.runId, "user_cancelled"); } catch (error) { showError(error); }
-  });
+  }
+  ui.cancel.addEventListener("click", cancelRun);
   panel.addEventListener("click", (event) => {
     if (event.target.dataset?.ragAction !== "show-dismissed") return;
     if (panel.dataset.showDismissed) delete panel.dataset.showDismissed; else panel.dataset.showDismissed = "true";
@@ -593,12 +599,12 @@
   function styleSheet() {
     return `
 .rag-panel, .rag-row, .rag-ask { --rag-bg:#fff; --rag-fg:#3a383f; --rag-muted:#737278; --rag-border:#dcdcde; --rag-soft:#f6f6f7;
-  --rag-add:#ddfbe6; --rag-del:#fdd4cd; --rag-critical:#8d1300; --rag-high:#c91c00; --rag-medium:#9e5400; --rag-low:#1f75cb; --rag-info:#737278; --rag-link:#1068bf;
+  --rag-add:#ddfbe6; --rag-del:#fdd4cd; --rag-critical:#8d1300; --rag-high:#c91c00; --rag-medium:#9e5400; --rag-low:#1f75cb; --rag-info:#737278; --rag-link:#1068bf; --rag-badge-fg:#fff;
   font: 13px/1.45 var(--default-regular-font, system-ui, sans-serif); color: var(--rag-fg); }
 html.gl-dark .rag-panel, html.gl-dark .rag-row, html.gl-dark .rag-ask { --rag-bg:#28272d; --rag-fg:#ececef; --rag-muted:#bfbfc3; --rag-border:#4c4b51; --rag-soft:#333238;
-  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; }
+  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; --rag-badge-fg:#1f1e24; }
 @media (prefers-color-scheme: dark) { html.gl-system .rag-panel, html.gl-system .rag-row, html.gl-system .rag-ask { --rag-bg:#28272d; --rag-fg:#ececef; --rag-muted:#bfbfc3; --rag-border:#4c4b51; --rag-soft:#333238;
-  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; } }
+  --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; --rag-badge-fg:#1f1e24; } }
 .rag-panel { position: fixed; right: 1em; bottom: 1em; z-index: 1000; width: 30em; max-height: 70vh; overflow: auto; padding: .6em .8em;
   background: var(--rag-bg); border: 1px solid var(--rag-border); border-radius: 6px; box-shadow: 0 4px 12px rgba(0,0,0,.15); }
 .rag-bar { display: flex; gap: .4em; align-items: center; } .rag-bar b { flex: 1; }
@@ -610,7 +616,9 @@ html.gl-dark .rag-panel, html.gl-dark .rag-row, html.gl-dark .rag-ask { --rag-bg
 .rag-error { color: var(--rag-high); white-space: pre-wrap; } .rag-error:empty { display: none; }
 .rag-group { border-left: 4px solid var(--rag-high); background: var(--rag-bg); color: var(--rag-fg); padding: .3em .6em; margin: .3em 0; border-radius: 0 4px 4px 0; }
 .rag-group summary { cursor: pointer; } .rag-count { color: var(--rag-muted); }
-.rag-sev { font-size: 11px; font-weight: 600; text-transform: uppercase; padding: 0 .4em; border-radius: 3px; color: #fff; background: var(--rag-info); }
+.rag-sev { font-size: 11px; font-weight: 600; text-transform: uppercase; padding: 0 .4em; border-radius: 3px; color: var(--rag-badge-fg); background: var(--rag-info); }
+.rag-group[data-severity="critical"] { border-left-color: var(--rag-critical); } .rag-group[data-severity="medium"] { border-left-color: var(--rag-medium); }
+.rag-group[data-severity="low"] { border-left-color: var(--rag-low); } .rag-group[data-severity="info"] { border-left-color: var(--rag-info); }
 .rag-sev-critical { background: var(--rag-critical); } .rag-sev-high { background: var(--rag-high); } .rag-sev-medium { background: var(--rag-medium); } .rag-sev-low { background: var(--rag-low); }
 .rag-markdown p { margin: .3em 0; } .rag-markdown code, .rag-suggestion { background: var(--rag-soft); border-radius: 3px; font: 12px monospace; }
 .rag-markdown pre { background: var(--rag-soft); padding: .4em; overflow: auto; }
