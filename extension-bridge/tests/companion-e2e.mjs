@@ -462,9 +462,28 @@ async function main() {
     step = "chat";
     await page.goto(standin.url(`${MR}/1/diffs?markup=rapid`));
     await waitState(page, ["done"], 15000);
+    // A selection in a file's header asks about the whole file, as far as the page shows it.
+    const wholeFile = await page.evaluate(() => {
+      const file = [...document.querySelectorAll("diff-file")].find((f) => JSON.parse(f.dataset.fileData).new_path === "app.py");
+      const header = file?.querySelector(".rd-diff-file-header");
+      if (!header) return null;
+      const range = document.createRange();
+      range.selectNodeContents(header);
+      window.getSelection().removeAllRanges();
+      window.getSelection().addRange(range);
+      document.dispatchEvent(new Event("selectionchange"));
+      const lines = [...file.querySelectorAll('[data-position="new"] [data-line-number]')].map((a) => Number(a.dataset.lineNumber));
+      return `app.py:L${Math.min(...lines)}–${Math.max(...lines)}`;
+    });
+    check(wholeFile, "no Rapid Diffs file header for app.py");
+    const askLabel = await waitIn(page, "the ask button for the whole file", () => {
+      const ask = [...document.querySelectorAll('button[data-rag-action="ask"]')].find(window.__t.visible);
+      return ask?.textContent ?? "";
+    }, null, 5000);
+    check(askLabel.endsWith(wholeFile), `a selection of app.py's header offers "${askLabel}", not the whole file ${wholeFile}`);
     check(await page.evaluate(() => window.__t.selectLine("app.py", 2)), "cannot select app.py:2");
-    await waitIn(page, "the ask button after a selection", () => window.__t.state().buttons.includes("ask") ||
-      [...document.querySelectorAll('button[data-rag-action="ask"]')].some(window.__t.visible), null, 5000);
+    await waitIn(page, "the ask button for app.py:L2 after a selection", () =>
+      [...document.querySelectorAll('button[data-rag-action="ask"]')].some((b) => window.__t.visible(b) && b.textContent.endsWith("app.py:L2")), null, 5000);
     await page.evaluate(() => window.__t.click("ask"));
     await waitIn(page, "the chat box", () => window.__t.visible(document.querySelector('[data-rag="chat"] textarea[name="question"]')), null, 5000);
     await page.evaluate(() => {
@@ -496,6 +515,7 @@ async function main() {
       `the chat's first request lacks the selection or the question: ${asked.text.slice(0, 1500)}`);
     await shot(page, "chat-stopped");
     say(`chat: file_read shown (${chat.tools.map((t) => `${t.tool}:${t.state}`).join(",")}), answer streamed (${first} then ${second} chars), stopped after ${answer.deltasSent} of 24 deltas`);
+    say(`chat on a file: its header asks about the whole file (${wholeFile})`);
   });
 
   // --- 5. draft notes: an added line and a context line ---

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lines `companion-e2e.mjs` prints (after the browser's name) when a step passed.
-const STEPS: [&str; 18] = [
+const STEPS: [&str; 19] = [
     "self-check: stand-in GitLab enforces CSRF and position rules",
     "self-check: fake model answers tool calls and streams",
     "self-check: the gateway reviews app.py:2 app.py:3 app.py:4 app.py:44 app.py:6 and chats",
@@ -40,6 +40,7 @@ const STEPS: [&str; 18] = [
     "settings: the dialog shows the stored token and port; saving keeps the token in GM",
     "cancel: the review ended cancelled",
     "chat: file_read shown",
+    "chat on a file: its header asks about the whole file (app.py:L1–",
     "draft notes: added line posted as new_line 2 only; context line as old_line 4 + new_line 6",
     "second review: both posted findings marked \"Comment exists\"; clicking posts nothing",
     "dismiss: app.py:3 hidden",
