@@ -239,23 +239,7 @@ fn bad_dismissals_are_refused_with_codes_and_remediations() {
     let good = format!("sha256:{}", "a".repeat(64));
     let post = |body: Value| d.authed("POST", "/v1/dismissals", Some(&body));
     let refused = |reply: Reply, status: u16, code: &str, needle: &str| {
-        assert_eq!(
-            (reply.status, reply.error_code().as_str()),
-            (status, code),
-            "{}",
-            reply.body
-        );
-        let error = &reply.json()["error"];
-        assert!(
-            error["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(needle)),
-            "{needle:?} not in {error}"
-        );
-        assert!(
-            error["remediation"].as_str().is_some_and(|r| !r.is_empty()),
-            "{error}"
-        );
+        reply.assert_refused(status, code, needle, "dismissal");
     };
     for bad in [
         format!("sha256:{}", "A".repeat(64)),

@@ -423,20 +423,7 @@ fn the_daemon_reviews_new_commits_only_and_checks_the_fields() {
     .enumerate()
     {
         let reply = d.post(&d.body(&format!("bad-{i}"), PROJECT, &head2, scope.clone()));
-        assert_eq!(
-            (reply.status, reply.error_code().as_str()),
-            (status, code),
-            "{scope}: {}",
-            reply.body
-        );
-        let error = &reply.json()["error"];
-        assert!(
-            error["message"]
-                .as_str()
-                .is_some_and(|m| m.contains(needle)),
-            "{needle:?} not in {error}"
-        );
-        assert!(error["remediation"].as_str().is_some_and(|r| !r.is_empty()));
+        reply.assert_refused(status, code, needle, &scope.to_string());
     }
 }
 

@@ -177,6 +177,29 @@ impl Response {
             .to_owned()
     }
 
+    /// Asserts an error answer: HTTP `status`, `error.code` = `code`, `needle` in the message
+    /// and a non-empty remediation (the common error object of draft §4); `context` goes into
+    /// the failure message.
+    pub fn assert_refused(&self, status: u16, code: &str, needle: &str, context: &str) {
+        assert_eq!(
+            (self.status, self.error_code().as_str()),
+            (status, code),
+            "{context}: {}",
+            self.body
+        );
+        let error = &self.json()["error"];
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(needle)),
+            "{context}: {needle:?} not in {error}"
+        );
+        assert!(
+            error["remediation"].as_str().is_some_and(|r| !r.is_empty()),
+            "{context}: no remediation in {error}"
+        );
+    }
+
     /// The body's SSE events.
     pub fn sse(&self) -> Vec<SseEvent> {
         parse_sse(&self.body)
