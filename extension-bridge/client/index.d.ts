@@ -629,7 +629,7 @@ export declare function renderMarkdown(text: string, doc?: Document): DocumentFr
 
 /** `<!-- review-agent-gateway fingerprint=sha256:… -->`, the marker a draft note carries. */
 export declare function fingerprintMarker(fingerprint: string): string;
-/** The fingerprints marked in a note body. */
+/** The fingerprint a note body ends with (its marker), as a list of zero or one. */
 export declare function markedFingerprints(body: string): string[];
 
 export declare class GitLabError extends Error {
@@ -669,18 +669,25 @@ export declare class GitLab {
   diffs(): Promise<GitLabDiffFile[]>;
   draftNotes(): Promise<{ id: number; note: string; position?: GitLabPosition }[]>;
   discussions(): Promise<{ id: string; notes: { id: number; body: string }[] }[]>;
-  /** Fingerprints with a note: `"note"` (published) or `"draft"` (the user's pending review). */
+  /** GET /user: the signed-in user. */
+  currentUser(): Promise<{ id: number; username: string }>;
+  /** Fingerprints with a note of the signed-in user: `"note"` (published) or `"draft"` (the
+   * user's pending review); another author's note never counts. */
   notedFingerprints(): Promise<Map<string, "draft" | "note">>;
   createDraftNote(note: string, position: GitLabPosition): Promise<{ id: number; note: string }>;
 }
 
-/** The lines of one file's unified diff. */
-export declare function diffLines(diffText: string): { kind: "added" | "removed" | "context"; oldLine: number | null; newLine: number | null }[];
+/** The lines of one file's unified diff (`text` without the +/-/space prefix). */
+export declare function diffLines(diffText: string): { kind: "added" | "removed" | "context"; oldLine: number | null; newLine: number | null; text: string }[];
+/** The texts of lines `start`..`end` on `side` when all are in the file's diff, else null. */
+export declare function diffLineTexts(file: GitLabDiffFile, side: Side, start: number, end?: number): string[] | null;
 /** The note position of `line` on `side` of `file` (GitLab's rules: added → new_line only,
  * removed → old_line only, unchanged → both). @throws GitLabError gitlab.position_unavailable */
 export declare function notePosition(file: GitLabDiffFile, side: Side, line: number, diffRefs: { baseSha: string; startSha: string; headSha: string }): GitLabPosition;
-/** A draft note's Markdown for a finding, with a suggestion block and the fingerprint marker. */
-export declare function noteBody(finding: ReviewFinding): string;
+/** A draft note's Markdown for a finding: HTML escaped, an applicable suggestion block only when
+ * `lineTexts` (the finding's lines, diffLineTexts) are its `existingCode`, else a plain diff; the
+ * fingerprint marker last. */
+export declare function noteBody(finding: ReviewFinding, lineTexts?: string[] | null): string;
 
 /** The diff markup on a page. */
 export declare function diffMarkup(doc?: Document): "rapid" | "vue" | "classic" | "none";

@@ -303,7 +303,8 @@ export class Gateway {
   chat(request) { return this.#events("POST", "/v1/chat", request, false); }
   /** The events of a run after `afterSeq` (0: all), until the run ends: `run.completed`,
    * `run.failed`, `run.cancelled` or `run.interrupted` (the daemon stopped while it ran; resume
-   * it to go on). */
+   * it to go on). A stored `run.interrupted` of a run resumed since is yielded and followed by
+   * the events after it. */
   events(runId, afterSeq = 0) {
     return this.#events("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${afterSeq}`, undefined, false);
   }
@@ -379,6 +380,15 @@ export class Gateway {
         runId ??= event?.runId ?? null;
         if (!EVENT_TYPES.has(event?.type)) { console.debug("review-agent-gateway: ignoring event", event?.type); continue; }
         yield event;
+        if (event.type === "run.interrupted" && !resumeInterrupted && runId) {
+          // A stored run.interrupted is the end only if the run is still interrupted; a run
+          // resumed since has more events after it (a reloaded page reads them all).
+          const { state } = await this.getRun(runId).catch(() => ({ state: "interrupted" }));
+          if (state === "interrupted") return;
+          current.stop();
+          current = this.transport.stream("GET", `/v1/runs/${encodeURIComponent(runId)}/events?after=${lastSeq}`);
+          continue;
+        }
         if (event.type === "run.interrupted" && resumeInterrupted && event.resumable !== false) {
           // The daemon stopped while the review was going: treat it as a stream that ended
           // early, so the run is resumed (now, or once the daemon is back) and followed after
@@ -536,6 +546,8 @@ export function parseMarkdown(text) {
 /** A link target the page may follow: http(s), mailto, or a path on the page's own origin. */
 function safeHref(href) {
   const h = href.trim();
+  // A backslash or control character is never needed, and browsers read `/\host` as `//host`.
+  if (/[\\\u0000-\u001f]/.test(h)) return null;
   if (/^(https?:|mailto:)/i.test(h)) return h;
   if (/^\/(?!\/)/.test(h) || h.startsWith("#")) return h;
   return null;
@@ -618,9 +630,13 @@ export function renderMarkdown(text, doc = document) {
 /** The invisible marker a draft note carries (an HTML comment, which GitLab's Markdown does not
  * render): a later review finds it in the merge request's notes and knows the finding has one. */
 export const fingerprintMarker = (fingerprint) => `<!-- review-agent-gateway fingerprint=${fingerprint} -->`;
-const MARKER_PATTERN = /<!-- review-agent-gateway fingerprint=(sha256:[0-9a-f]{64}) -->/g;
-/** The fingerprints marked in a note's Markdown body. */
-export const markedFingerprints = (body) => [...String(body ?? "").matchAll(MARKER_PATTERN)].map((m) => m[1]);
+const MARKER_PATTERN = /<!-- review-agent-gateway fingerprint=(sha256:[0-9a-f]{64}) -->\s*$/;
+/** The fingerprint a note's Markdown body is marked with: only a marker that ends the body, where
+ * noteBody puts it (one quoted or copied elsewhere in a text does not count). @returns {string[]} */
+export const markedFingerprints = (body) => {
+  const m = String(body ?? "").match(MARKER_PATTERN);
+  return m ? [m[1]] : [];
+};
 
 /** An error answered by GitLab or met on the way to it; `code` is dotted (`gitlab.*`). */
 export class GitLabError extends Error {
@@ -695,12 +711,21 @@ export class GitLab {
   async draftNotes() { return (await this.#call("GET", `${this.#mr}/draft_notes`)).json ?? []; }
   /** GET /merge_requests/:iid/discussions, every page. */
   discussions() { return this.#pages(`${this.#mr}/discussions`); }
+  /** GET /user: the signed-in user (doc/api/users.md "Get the current user"). */
+  async currentUser() { return (await this.#call("GET", `${this.base}/api/v4/user`)).json; }
   /** Fingerprints that already have a note on this merge request: a pending draft note of the
-   * user or any published note carrying the marker. @returns {Promise<Map<string, "draft"|"note">>} */
+   * user (the draft notes API lists only the user's own) or a published note the user wrote,
+   * ending with the marker. Another author's note never counts: a hostile merge request could
+   * otherwise block any finding by quoting its marker. @returns {Promise<Map<string, "draft"|"note">>} */
   async notedFingerprints() {
-    const [drafts, discussions] = await Promise.all([this.draftNotes(), this.discussions()]);
+    const [drafts, discussions, me] = await Promise.all([this.draftNotes(), this.discussions(), this.currentUser()]);
     const found = new Map();
-    for (const d of discussions) for (const n of d.notes ?? []) for (const f of markedFingerprints(n.body)) found.set(f, "note");
+    for (const d of discussions) {
+      for (const n of d.notes ?? []) {
+        if (n.system || n.author?.id == null || n.author.id !== me?.id) continue;
+        for (const f of markedFingerprints(n.body)) found.set(f, "note");
+      }
+    }
     for (const d of drafts) for (const f of markedFingerprints(d.note)) if (!found.has(f)) found.set(f, "draft");
     return found;
   }
@@ -712,8 +737,9 @@ export class GitLab {
 
 /**
  * The lines of one file's unified diff (GitLab's `diff` field: hunks without the ---/+++
- * header), each `{ kind: "added"|"removed"|"context", oldLine, newLine }` (null on the side a line
- * does not have). "\ No newline at end of file" lines are skipped.
+ * header), each `{ kind: "added"|"removed"|"context", oldLine, newLine, text }` (null on the side
+ * a line does not have; `text` without the +/-/space prefix). "\ No newline at end of file"
+ * lines are skipped.
  */
 export function diffLines(diffText) {
   const lines = [];
@@ -723,9 +749,9 @@ export function diffLines(diffText) {
     const hunk = text.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/);
     if (hunk) { oldLine = Number(hunk[1]); newLine = Number(hunk[2]); continue; }
     if (!oldLine && !newLine) continue; // before the first hunk
-    if (text.startsWith("+")) lines.push({ kind: "added", oldLine: null, newLine: newLine++ });
-    else if (text.startsWith("-")) lines.push({ kind: "removed", oldLine: oldLine++, newLine: null });
-    else if (text.startsWith(" ")) lines.push({ kind: "context", oldLine: oldLine++, newLine: newLine++ });
+    if (text.startsWith("+")) lines.push({ kind: "added", oldLine: null, newLine: newLine++, text: text.slice(1) });
+    else if (text.startsWith("-")) lines.push({ kind: "removed", oldLine: oldLine++, newLine: null, text: text.slice(1) });
+    else if (text.startsWith(" ")) lines.push({ kind: "context", oldLine: oldLine++, newLine: newLine++, text: text.slice(1) });
   }
   return lines;
 }
@@ -765,20 +791,57 @@ export function notePosition(file, side, line, diffRefs) {
   };
 }
 
+/** The texts of lines `start`..`end` on `side` of one file of GitLab.diffs() when all of them are
+ * in its diff, else null. */
+export function diffLineTexts(file, side, start, end = start) {
+  const key = side === "old" ? "oldLine" : "newLine";
+  const byLine = new Map(diffLines(file.diff).filter((l) => l[key] != null).map((l) => [l[key], l.text]));
+  const texts = [];
+  for (let n = Number(start); n <= Number(end); n++) {
+    if (!byLine.has(n)) return null;
+    texts.push(byLine.get(n));
+  }
+  return texts;
+}
+
+/** Markdown text for a GitLab note that renders as the panel shows it: `<` outside code spans and
+ * fences becomes `&lt;`, so no HTML (an image, a comment, a marker) passes through. */
+function escapeNoteHtml(text) {
+  return String(text ?? "").split(/(```[\s\S]*?(?:```|$)|`[^`\n]*`)/).map((part, i) => (i % 2 ? part : part.replace(/</g, "&lt;"))).join("");
+}
+
 /**
- * The Markdown of a draft note for a finding: title, text, GitLab's suggestion block when the
- * finding has a suggestion for lines of the new side (GitLab applies it to the commented line
- * and the `+N` below), and the fingerprint marker.
+ * The Markdown of a draft note for a finding: title, text, the suggestion, and the fingerprint
+ * marker. The suggestion is GitLab's applicable `suggestion:-0+N` block (it replaces the
+ * commented line and the N below) only when `lineTexts` — the finding's lines as the diff shows
+ * them (diffLineTexts) — are exactly its `existingCode`, line for line (whitespace at the ends
+ * aside); otherwise it is shown as a plain diff, so applying it can never replace other lines.
+ * HTML in the finding's text is escaped (escapeNoteHtml).
  */
-export function noteBody(finding) {
-  const parts = [`**${finding.title}**`, "", finding.content ?? ""];
-  if (finding.suggestionCode != null && finding.side !== "old") {
-    const below = Math.max(0, (finding.endLine ?? finding.startLine) - finding.startLine);
-    const fence = finding.suggestionCode.includes("```") ? "````" : "```";
-    parts.push("", `${fence}suggestion:-0+${below}`, finding.suggestionCode.replace(/\n$/, ""), fence);
+export function noteBody(finding, lineTexts = null) {
+  const title = String(finding.title ?? "").replace(/[\\`*_[\]<]/g, (c) => (c === "<" ? "&lt;" : `\\${c}`));
+  const parts = [`**${title}**`, "", escapeNoteHtml(finding.content)];
+  if (finding.suggestionCode != null) {
+    const code = finding.suggestionCode.replace(/\n$/, "");
+    const fence = /```/.test(code + (finding.existingCode ?? "")) ? "````" : "```";
+    const lines = (text) => String(text).replace(/\n$/, "").split("\n").map((l) => l.trim());
+    const applicable = finding.side !== "old" && finding.existingCode != null && lineTexts != null &&
+      JSON.stringify(lines(finding.existingCode)) === JSON.stringify(lineTexts.map((l) => l.trim()));
+    if (applicable) {
+      // The suggestion replaces whole lines: give it the indentation the finding's quote left out.
+      const have = String(finding.existingCode).match(/^[ \t]*/)[0];
+      const want = lineTexts[0].match(/^[ \t]*/)[0];
+      const extra = want.startsWith(have) ? want.slice(have.length) : "";
+      const indented = code.split("\n").map((l) => (l ? extra + l : l)).join("\n");
+      parts.push("", `${fence}suggestion:-0+${lineTexts.length - 1}`, indented, fence);
+    } else {
+      const diff = [...(finding.existingCode != null ? String(finding.existingCode).replace(/\n$/, "").split("\n").map((l) => `- ${l}`) : []),
+        ...code.split("\n").map((l) => `+ ${l}`)];
+      parts.push("", "Suggested change:", "", `${fence}diff`, ...diff, fence);
+    }
   }
   const via = [finding.severity, finding.ruleId ?? finding.analyzer ?? finding.source].filter(Boolean).join(" · ");
-  parts.push("", `<sub>Review Agent Gateway${via ? ` · ${via}` : ""}</sub>`, fingerprintMarker(finding.fingerprint));
+  parts.push("", `<sub>Review Agent Gateway${escapeNoteHtml(via ? ` · ${via}` : "")}</sub>`, fingerprintMarker(finding.fingerprint));
   return parts.join("\n");
 }
 

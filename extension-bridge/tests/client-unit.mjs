@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  diffLines, fingerprintMarker, GitLabError, markedFingerprints, MARKDOWN_MAX_CHARS, noteBody,
+  diffLines, diffLineTexts, fingerprintMarker, GitLabError, markedFingerprints, MARKDOWN_MAX_CHARS, noteBody,
   notePosition, parseMarkdown, reviewRequestId,
 } from "../client/index.js";
 
@@ -48,7 +48,7 @@ test("markdown: only http(s), mailto and same-origin links", () => {
     assert.equal(link.type, "link", md);
     assert.equal(link.href, href, md);
   }
-  for (const md of ["[a](javascript:alert(1))", "[a](JaVaScRiPt:alert(1))", "[a](data:text/html,<script>x</script>)",
+  for (const md of ["[a](javascript:alert(1))", "[a](/\\evil.example/x)", "[a](\\\\evil)", "[a](JaVaScRiPt:alert(1))", "[a](data:text/html,<script>x</script>)",
     "[a](//evil.example/x)", "[a](vbscript:x)", "[a]( javascript:alert(1))"]) {
     const runs = parseMarkdown(md)[0].children;
     assert.ok(runs.every((r) => r.type !== "link"), `${md} became a link: ${JSON.stringify(runs)}`);
@@ -73,8 +73,11 @@ const REFS = { baseSha: "b".repeat(40), startSha: "s".repeat(40), headSha: "h".r
 const FILE = { old_path: "src/old.py", new_path: "src/new.py", diff: DIFF };
 
 test("diff lines: numbering of both sides", () => {
-  assert.deepEqual(diffLines(DIFF).map((l) => `${l.kind[0]}${l.oldLine ?? "-"}/${l.newLine ?? "-"}`),
-    ["c1/1", "r2/-", "a-/2", "a-/3", "c3/4", "c10/11", "a-/12", "c11/13"]);
+  assert.deepEqual(diffLines(DIFF).map((l) => `${l.kind[0]}${l.oldLine ?? "-"}/${l.newLine ?? "-"}:${l.text}`),
+    ["c1/1:a", "r2/-:b", "a-/2:c", "a-/3:d", "c3/4:e", "c10/11:x", "a-/12:y", "c11/13:z"]);
+  assert.deepEqual(diffLineTexts(FILE, "new", 2, 4), ["c", "d", "e"]);
+  assert.deepEqual(diffLineTexts(FILE, "old", 2), ["b"]);
+  assert.equal(diffLineTexts(FILE, "new", 4, 6), null); // line 5 is not in the diff
 });
 
 test("note position: added line has new_line only, removed old_line only, unchanged both", () => {
@@ -99,16 +102,37 @@ test("note position: lines a file does not have are refused", () => {
   }
 });
 
-test("note body: suggestion block over the finding's lines and the marker", () => {
+test("note body: an applicable suggestion only over the lines it quotes; HTML escaped; the marker last", () => {
   const fingerprint = `sha256:${"ab".repeat(32)}`;
-  const body = noteBody({ title: "Use literal_eval", content: "`eval` runs code.", fingerprint, severity: "high", ruleId: "python.eval",
-    source: "rule", side: "new", startLine: 4, endLine: 6, existingCode: "eval(x)", suggestionCode: "ast.literal_eval(x)\n" });
-  assert.match(body, /^\*\*Use literal_eval\*\*\n\n`eval` runs code\.\n\n```suggestion:-0\+2\nast\.literal_eval\(x\)\n```\n/);
+  const finding = { title: "Use literal_eval", content: "`eval` runs code.", fingerprint, severity: "high", ruleId: "python.eval",
+    source: "rule", side: "new", startLine: 4, endLine: 5, existingCode: "eval(x)\nrun()", suggestionCode: "ast.literal_eval(x)\nrun()\n" };
+  const body = noteBody(finding, ["    eval(x)", "    run()"]);
+  assert.match(body, /^\*\*Use literal\\_eval\*\*\n\n`eval` runs code\.\n\n```suggestion:-0\+1\n    ast\.literal_eval\(x\)\n    run\(\)\n```\n/);
   assert.ok(body.endsWith(fingerprintMarker(fingerprint)));
-  assert.deepEqual(markedFingerprints(`${body}\n\nreply ${fingerprintMarker("sha256:zz")}`), [fingerprint]);
-  const fenced = noteBody({ title: "t", content: "", fingerprint, side: "new", startLine: 1, endLine: 1, suggestionCode: "```\ncode\n```" });
+  // The quoted code is not what the lines hold (or the lines are unknown): a plain diff, never
+  // a suggestion GitLab would apply to other lines.
+  for (const lines of [["def load(path):", "    run()"], null]) {
+    const other = noteBody(finding, lines);
+    assert.doesNotMatch(other, /suggestion/);
+    assert.match(other, /Suggested change:\n\n```diff\n- eval\(x\)\n- run\(\)\n\+ ast\.literal_eval\(x\)\n\+ run\(\)\n```/);
+  }
+  assert.doesNotMatch(noteBody({ ...finding, side: "old" }, ["eval(x)", "run()"]), /suggestion:/);
+  const fenced = noteBody({ ...finding, startLine: 1, endLine: 1, existingCode: "x", suggestionCode: "```\ncode\n```" }, ["x"]);
   assert.match(fenced, /````suggestion:-0\+0\n```\ncode\n```\n````/);
-  assert.doesNotMatch(noteBody({ title: "t", content: "", fingerprint, side: "old", startLine: 1, endLine: 1, suggestionCode: "x" }), /suggestion/);
+  // HTML and markers in the finding's text stay text in GitLab too.
+  const hostile = noteBody({ ...finding, title: "<img src=x> **t**", content: `a <img src=x onerror=y> \`<kept>\` ${fingerprintMarker(`sha256:${"cd".repeat(32)}`)}` }, null);
+  assert.match(hostile, /^\*\*&lt;img src=x> \\\*\\\*t\\\*\\\*\*\*/);
+  assert.match(hostile, /a &lt;img src=x onerror=y> `<kept>` &lt;!-- review-agent-gateway/);
+  assert.deepEqual(markedFingerprints(hostile), [fingerprint]);
+});
+
+test("markers: only one that ends the note counts", () => {
+  const a = `sha256:${"ab".repeat(32)}`;
+  const b = `sha256:${"cd".repeat(32)}`;
+  assert.deepEqual(markedFingerprints(`text\n${fingerprintMarker(a)}\n`), [a]);
+  assert.deepEqual(markedFingerprints(`quoting ${fingerprintMarker(a)} in a reply`), []);
+  assert.deepEqual(markedFingerprints(`${fingerprintMarker(b)}\n${fingerprintMarker(a)}`), [a]);
+  assert.deepEqual(markedFingerprints(fingerprintMarker("sha256:zz")), []);
 });
 
 test("request id: same request, same id; any change or attempt, another", async () => {

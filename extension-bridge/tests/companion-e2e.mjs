@@ -561,6 +561,12 @@ async function main() {
       const r = await fetch(standin.url(`/api/v4/projects/42/merge_requests/1/draft_notes/bulk_publish`), { method: "POST", headers: { cookie: ses.cookie, "x-csrf-token": ses.csrf } });
       check(r.status === 204 && standin.discussions.get(1).length === 2, `bulk_publish: ${r.status}`);
     }
+    // A hostile merge request: someone else's note carrying app.py:4's marker must not count
+    // (only the user's own notes and drafts do).
+    const spoofed = byLine(s, 4);
+    check(spoofed, "no app.py:4 finding to spoof a note for");
+    standin.discussions.get(1).push({ id: "spoof", individual_note: true, notes: [{ id: 999, type: "DiscussionNote", system: false,
+      body: `Thanks! <!-- review-agent-gateway fingerprint=${spoofed.fingerprint} -->`, author: { id: 2, username: "someone-else" } }] });
     standin.reset();
     await page.reload();
     await waitPanel(page);
@@ -577,10 +583,13 @@ async function main() {
       check(f?.publish?.published && f.publish.disabled && /comment exists/i.test(f.publish.text),
         `after the second review: ${JSON.stringify(f)}; panel error ${JSON.stringify(s.error)}; REST calls ${JSON.stringify(standin.requests)}`);
     }
+    const notSpoofed = byLine(s, 4);
+    check(notSpoofed && !notSpoofed.publish?.published && !notSpoofed.publish?.disabled,
+      `another user's note with app.py:4's marker disabled its button: ${JSON.stringify(notSpoofed)}`);
     await page.evaluate((fp) => document.querySelector(`.rag-finding[data-fingerprint="${fp}"] button[data-rag-action="publish"]`)?.click(), added.fingerprint);
     await sleep(500);
     check(standin.posts.length === 0, `a POST after the second review: ${JSON.stringify(standin.posts)}`);
-    say("second review: both posted findings marked \"Comment exists\"; clicking posts nothing");
+    say("second review: both posted findings marked \"Comment exists\"; clicking posts nothing; another user's note with a marker does not count");
   });
 
   // --- 7. dismiss ---

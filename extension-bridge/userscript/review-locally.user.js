@@ -289,7 +289,8 @@
         if (diffsCache?.head !== mr.diffRefs.headSha) diffsCache = { head: mr.diffRefs.headSha, diffs: await gitlab.diffs() };
         const file = diffsCache.diffs.find((d) => (f.side === "old" ? d.old_path : d.new_path) === f.path);
         if (!file) throw new GitLabError("gitlab.position_unavailable", `${f.path} is not in this merge request's diff`, "Comment on it by hand.");
-        await gitlab.createDraftNote(noteBody(f), notePosition(file, f.side, f.startLine, mr.diffRefs));
+        const position = notePosition(file, f.side, f.startLine, mr.diffRefs);
+        await gitlab.createDraftNote(noteBody(f, diffLineTexts(file, f.side, f.startLine, f.endLine)), position);
         view.noted.set(f.fingerprint, "draft");
       }
       note.textContent = "";

@@ -337,6 +337,8 @@ ${current.files.map(render).join("\n")}
     const answer = (s, value, headers) => { status = s; json(s, value, headers); };
     const m = rest.match(/^\/projects\/([^/]+)\/merge_requests\/(\d+)(\/.*)?$/);
     if (!verified) answer(401, { message: "401 Unauthorized" });
+    // doc/api/users.md "Get the current user": the session's user (the notes' author 1).
+    else if (req.method === "GET" && rest === "/user") answer(200, { id: 1, username: "reviewer", name: "Reviewer" });
     else if (!m || !isProject(m[1])) answer(404, { message: "404 Project Not Found" });
     else if (!drafts.has(Number(m[2]))) answer(404, { message: "404 Not found" });
     else {
