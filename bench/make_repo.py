@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Build the benchmark repository: commit `base` with FILES source files in six languages, then
 commit `head` changing LINES lines in each (edits, insertions, a few flagged lines), so that
-`git diff base head` has about FILES * LINES changed lines.
+`git diff base head` has about FILES * LINES changed lines, FLAGGED of them (a fraction,
+default 0.02) lines the built-in rules flag.
 
-Usage: make_repo.py DIR FILES LINES
+Usage: make_repo.py DIR FILES LINES [FLAGGED]
 """
 import os
 import random
@@ -29,6 +30,7 @@ def git(repo, *args):
 
 def main():
     repo, files, lines = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    flagged_rate = float(sys.argv[4]) if len(sys.argv) > 4 else 0.02
     rng = random.Random(42)
     os.makedirs(repo)
     git(repo, "init", "-q", "-b", "main")
@@ -47,10 +49,10 @@ def main():
     for p in paths:
         plain, flagged = LANGS[p.rsplit(".", 1)[1]]
         body = bodies[p]
-        # Rewrite every other line: `lines` changed lines per file, 2% of them flagged.
+        # Rewrite every other line: `lines` changed lines per file, FLAGGED of them flagged.
         for k in range(lines):
             i = 2 * k
-            body[i] = (flagged if rng.random() < 0.02 else plain).format(i=10_000 + i)
+            body[i] = (flagged if rng.random() < flagged_rate else plain).format(i=10_000 + i)
         with open(os.path.join(repo, p), "w") as f:
             f.writelines(body)
     git(repo, "add", "-A")

@@ -694,7 +694,14 @@ export declare function diffMarkup(doc?: Document): "rapid" | "vue" | "classic" 
 export declare function diffFilePaths(file: Element): { oldPath: string | null; newPath: string | null };
 export declare function diffFiles(doc?: Document): { element: Element; oldPath: string | null; newPath: string | null }[];
 export declare function rowLines(row: Element): { oldLine: number | null; newLine: number | null; kind: "added" | "removed" | "context" } | null;
-export declare function findDiffRow(doc: Document, path: string, side: Side, line: number): Element | null;
+/** The diff's files by path, read once for many findDiffRow calls; read again when a path is
+ * missing or one of its elements left the page. */
+export declare class DiffFileIndex {
+  constructor(doc?: Document);
+  /** The file elements of `path` on `side`, in page order. */
+  files(path: string, side: Side): Element[];
+}
+export declare function findDiffRow(doc: Document, path: string, side: Side, line: number, index?: DiffFileIndex | null): Element | null;
 export declare function insertAfterRow(row: Element, node: Node, className: string): HTMLElement;
 export declare function selectedDiffLines(selection: Selection | null): { path: string; side: Side; startLine: number; endLine: number; text: string } | null;
 /** The merge request a page shows, or null. */

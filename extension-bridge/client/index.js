@@ -907,12 +907,48 @@ export function rowLines(row) {
 
 const ROW_SELECTOR = "tr, .diff-grid-row, .line_holder";
 
+/**
+ * The diff's files by path, read once for many [`findDiffRow`] calls (a review places hundreds
+ * of findings; reading every file element and parsing its data per finding made that quadratic
+ * in the page's size). `files(path, side)` answers the elements of `path` on `side` ("new" |
+ * "old"); the page is read again when the path is not among those read (a file that loaded
+ * since) or one of its elements left the page (a re-render), so the answer is the one
+ * [`diffFiles`] would give now, except for a second element of an already-known path added
+ * while the first is still on the page.
+ */
+export class DiffFileIndex {
+  /** @param {Document} doc the page */
+  constructor(doc = document) {
+    this.doc = doc;
+    this.byPath = null; // "new\0path" / "old\0path" → [element]; null until first read
+  }
+
+  /** The file elements of `path` on `side`, in page order (empty when none is on the page). */
+  files(path, side) {
+    const key = `${side === "old" ? "old" : "new"}\u0000${path}`;
+    const known = this.byPath?.get(key);
+    if (known && known.every((e) => e.isConnected)) return known;
+    this.byPath = new Map();
+    for (const f of diffFiles(this.doc)) {
+      for (const [s, p] of [["new", f.newPath], ["old", f.oldPath]]) {
+        if (p == null) continue;
+        const k = `${s}\u0000${p}`;
+        if (!this.byPath.has(k)) this.byPath.set(k, []);
+        this.byPath.get(k).push(f.element);
+      }
+    }
+    return this.byPath.get(key) ?? [];
+  }
+}
+
 /** The row of `line` on `side` ("new"|"old") of file `path`, or null when it is not on the page
- * (collapsed, virtualized, or outside the hunks shown). */
-export function findDiffRow(doc, path, side, line) {
+ * (collapsed, virtualized, or outside the hunks shown). `index`: a [`DiffFileIndex`] of `doc`
+ * to find the file through (many calls in a row), else the page's files are read each call. */
+export function findDiffRow(doc, path, side, line, index = null) {
   const n = Number(line);
   const key = side === "old" ? "oldLine" : "newLine";
-  for (const file of diffFiles(doc)) {
+  const files = index ? index.files(path, side).map((element) => ({ element, oldPath: path, newPath: path })) : diffFiles(doc);
+  for (const file of files) {
     if ((side === "old" ? file.oldPath : file.newPath) !== path) continue;
     const candidates = file.element.querySelectorAll(side === "old"
       ? `[data-position="old"] [data-line-number="${n}"], [data-interop-old-line="${n}"], td.old_line[data-linenumber="${n}"]`

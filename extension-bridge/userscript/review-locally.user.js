@@ -76,6 +76,14 @@
   }
   let mrState = await storage.getValue(mrKey, {});
   const saveState = (patch) => { mrState = { ...mrState, ...patch }; return storage.setValue(mrKey, mrState); };
+  /** Keeps a run's last seq: at once in memory, in storage at most every 500 ms (a storage write
+   * per event was one userscript-manager round trip per finding); every other saveState writes
+   * it too. */
+  let seqTimer = null;
+  function saveSeq(seq) {
+    mrState.lastSeq = seq;
+    seqTimer ??= setTimeout(() => { seqTimer = null; storage.setValue(mrKey, mrState); }, 500);
+  }
 
   // --- DOM helpers ---
   function el(tag, props = {}, ...children) {
@@ -142,15 +150,20 @@
   }
 
   // --- Findings ---
-  /** Per review shown: groups by rule and path, findings by fingerprint, notes and dismissals. */
+  /** Per review shown: groups by rule and path, findings by fingerprint, their items and the
+   * pointer rows, notes and dismissals, and the diff's files by path. Each finding is looked up
+   * here, never in the page (a page of a large merge request has hundreds of thousands of
+   * elements: a selector per finding made a review quadratic). */
   let view = null;
   function resetView(run) {
+    pendingFindings = [];
     document.querySelectorAll(".rag-row").forEach((n) => n.remove());
     ui.unplaced.replaceChildren();
     ui.skipped.replaceChildren();
     ui.skipped.hidden = true;
     ui.dismissed.replaceChildren();
-    view = { run, stage: null, files: null, groups: new Map(), findings: new Map(), noted: new Map(), dismissed: new Set(), headSha: run.headSha };
+    view = { run, stage: null, files: null, groups: new Map(), findings: new Map(), items: new Map(), refs: [], noted: new Map(),
+      dismissed: new Set(), headSha: run.headSha, diffIndex: new DiffFileIndex(document) };
     renderProgress();
   }
 
@@ -191,7 +204,7 @@
   }
 
   function jumpTo(path, side, line) {
-    const row = findDiffRow(document, path, side, line);
+    const row = findDiffRow(document, path, side, line, view?.diffIndex);
     if (!row) return false;
     row.scrollIntoView({ block: "center" });
     row.classList.add("rag-flash");
@@ -199,7 +212,37 @@
     return true;
   }
 
-  /** Shows one finding: in its group (rule + path), the group beside its first line. */
+  /** Findings received and not shown yet. A review's findings arrive hundreds at a time, and
+   * each change of the page makes the browser lay out and pre-paint the whole diff again (up to
+   * hundreds of ms on a large merge request), so they are shown in batches: once no finding
+   * came for QUIET_MS, or MAX_WAIT_MS after the first one waiting (bench/companion.sh: showing
+   * each finding at once made 1,000 findings take over a minute). */
+  const QUIET_MS = 40;
+  const MAX_WAIT_MS = 400;
+  let pendingFindings = [];
+  let flushTimer = null;
+  let firstPending = 0;
+  function queueFinding(finding) {
+    const now = performance.now();
+    if (!pendingFindings.length) firstPending = now;
+    pendingFindings.push(finding);
+    clearTimeout(flushTimer);
+    flushTimer = setTimeout(flushFindings, Math.max(0, Math.min(QUIET_MS, firstPending + MAX_WAIT_MS - now)));
+  }
+  /** Shows the findings received so far (before any other event is handled, so a run's end
+   * never comes before its findings). */
+  function flushFindings() {
+    clearTimeout(flushTimer);
+    flushTimer = null;
+    const batch = pendingFindings;
+    pendingFindings = [];
+    if (!batch.length) return;
+    for (const f of batch) showFinding(f);
+    renderProgress();
+  }
+
+  /** Shows one finding: in its group (rule + path), the group beside its first line. The
+   * progress is the caller's to render. */
   function showFinding(finding) {
     if (view.findings.has(finding.fingerprint)) return; // the same finding twice (a replay)
     const f = { ...finding, status: finding.status === "dismissed" || view.dismissed.has(finding.fingerprint) ? "dismissed" : "draft" };
@@ -209,20 +252,21 @@
     if (!group) {
       const body = el("div", { className: "rag-body" }, el("div", { className: "rag-markdown" }, renderMarkdown(f.content ?? "")));
       const list = el("ul", { className: "rag-occurrences" });
-      const summary = el("summary", {}, el("span", { className: `rag-sev rag-sev-${f.severity}` }, f.severity), " ", el("b", {}, f.title), " ", el("span", { className: "rag-count" }));
+      const count = el("span", { className: "rag-count" });
+      const summary = el("summary", {}, el("span", { className: `rag-sev rag-sev-${f.severity}` }, f.severity), " ", el("b", {}, f.title), " ", count);
       const details = el("details", { open: true }, summary,
         el("div", { className: "rag-meta" }, `${f.confidence} confidence · ${f.source === "analyzer" ? `analyzer ${f.analyzer ?? ""}` : f.source}${f.ruleId ? ` · ${f.ruleId}` : ""}`),
         body, list);
       const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, severity: f.severity, count: 0 } }, details);
-      group = { node, details, body, list, count: 0, first: f, evidence: new Set() };
+      group = { node, details, body, list, countNode: count, count: 0, first: f, evidence: new Set() };
       view.groups.set(key, group);
-      const row = findDiffRow(document, f.path, f.side, f.startLine);
+      const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
       if (row) insertAfterRow(row, node, "rag-row").dataset.fingerprint = f.fingerprint; else ui.unplaced.append(node);
     }
     group.count++;
     group.node.dataset.count = group.count;
     if (group.count === 2) group.details.open = false; // several places: one item to expand
-    group.details.querySelector(".rag-count").textContent = group.count > 1 ? `(${group.count} places in ${f.path})` : "";
+    group.countNode.textContent = group.count > 1 ? `(${group.count} places in ${f.path})` : "";
     const evidence = evidenceLinks(f);
     if (evidence && !group.evidence.has(evidence.textContent)) { group.evidence.add(evidence.textContent); group.body.append(evidence); }
 
@@ -234,24 +278,32 @@
       where, f.carriedOver ? el("span", { className: "rag-tag" }, "earlier review") : null, " ", publish, " ", dismiss,
       el("span", { className: "rag-note" }), suggestionDiff(f));
     group.list.append(item);
+    view.items.set(f.fingerprint, item);
     publish.addEventListener("click", () => publishFinding(f, item));
     dismiss.addEventListener("click", () => dismissFinding(f, item));
     // Other places of a group get a pointer row beside their own line.
+    let ref = null;
     if (group.count > 1) {
-      const row = findDiffRow(document, f.path, f.side, f.startLine);
+      const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
       if (row) {
-        const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
+        ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
+        view.refs.push(ref);
         ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
         insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;
       }
     }
     markNoted(f.fingerprint);
-    refreshHidden();
+    // What refreshHidden does, for the one finding that changed (it walked every group and
+    // every pointer row of the page per finding).
+    const show = Boolean(panel.dataset.showDismissed);
+    item.hidden = !show && item.dataset.status === "dismissed";
+    group.node.hidden = item.hidden && [...group.list.children].every((i) => i.hidden);
+    if (ref) ref.hidden = !show && f.status === "dismissed";
   }
 
   function markNoted(fingerprint) {
     const kind = view.noted.get(fingerprint);
-    const item = document.querySelector(`.rag-finding[data-fingerprint="${fingerprint}"]`);
+    const item = kind ? view.items.get(fingerprint) : null;
     if (!kind || !item) return;
     const f = view.findings.get(fingerprint);
     if (f.status !== "dismissed") f.status = "published";
@@ -268,7 +320,7 @@
       for (const item of items) item.hidden = !show && item.dataset.status === "dismissed";
       group.node.hidden = items.every((i) => i.hidden);
     }
-    document.querySelectorAll(".rag-ref").forEach((ref) => { ref.hidden = !show && view.findings.get(ref.dataset.fingerprint)?.status === "dismissed"; });
+    for (const ref of view.refs) ref.hidden = !show && view.findings.get(ref.dataset.fingerprint)?.status === "dismissed";
     renderProgress();
   }
 
@@ -323,7 +375,8 @@
     setState("running", restoring ? "reattached to the review…" : "reviewing…");
     try {
       for await (const event of events) {
-        if (event.seq) saveState({ lastSeq: event.seq });
+        if (event.type !== "finding.created") flushFindings();
+        if (event.seq) saveSeq(event.seq);
         switch (event.type) {
           case "run.created":
             panel.dataset.runId = event.runId;
@@ -344,7 +397,7 @@
             renderProgress();
             break;
           case "tool.started": view.tool = event.tool; renderProgress(); break;
-          case "finding.created": showFinding(event.finding); break;
+          case "finding.created": queueFinding(event.finding); break;
           case "run.completed":
             finish(event);
             setState("done", `reviewed ${view.headSha.slice(0, 8)}${event.fromCache ? " (from cache)" : ""} via ${panel.dataset.transport}`);
@@ -366,7 +419,9 @@
           default: break;
         }
       }
+      flushFindings();
     } catch (error) {
+      flushFindings();
       if (restoring && error.code === "run.not_found") { await storage.deleteValue(mrKey); mrState = {}; setState("idle", ""); return; }
       setState("error", "");
       showError(error);
@@ -393,7 +448,7 @@
     for (const f of view.findings.values()) {
       if (view.dismissed.has(f.fingerprint) && f.status !== "dismissed") {
         f.status = "dismissed";
-        const item = document.querySelector(`.rag-finding[data-fingerprint="${f.fingerprint}"]`);
+        const item = view.items.get(f.fingerprint);
         if (item) { item.dataset.status = "dismissed"; item.querySelector('[data-rag-action="dismiss"]').textContent = "Restore"; }
       }
       markNoted(f.fingerprint);

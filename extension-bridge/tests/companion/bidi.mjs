@@ -15,9 +15,10 @@
 // (companion-e2e.mjs re-executes itself with it when needed).
 //
 // The page interface (both browsers): { browser, goto(url), evaluate(fn, arg), screenshot(path),
-// reload(), close() }. `fn` is a function serialized with toString() and run in the page with
-// one JSON-serializable argument; its (awaited) result comes back JSON-serialized, so only
-// JSON values cross. Exceptions in the page reject with the page's message.
+// reload(), close() }; Chromium's also has cdp() (a DevTools Protocol session on the page).
+// `fn` is a function serialized with toString() and run in the page with one JSON-serializable
+// argument; its (awaited) result comes back JSON-serialized, so only JSON values cross.
+// Exceptions in the page reject with the page's message.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -206,6 +207,9 @@ export async function launchChromium({ initScripts = [], env = process.env, bina
     screenshot: (path) => page.screenshot({ path, fullPage: true }),
     reload: () => page.reload({ waitUntil: "load" }),
     close: () => browser.close(),
+    /** A Chrome DevTools Protocol session on the page (Chromium only; bench/companion.mjs reads
+     * `Performance.getMetrics` through it). */
+    cdp: () => context.newCDPSession(page),
   };
 }
 

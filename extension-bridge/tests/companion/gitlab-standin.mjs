@@ -81,7 +81,7 @@ export function parseGitDiff(text) {
 /** `git diff base..head` of `repo`, parsed by [`parseGitDiff`]. Throws with git's stderr. */
 export function gitDiff(repo, base, head) {
   const r = spawnSync("git", ["-c", "core.quotepath=false", "diff", "--no-color", "--no-ext-diff", "-U3", "-M", base, head],
-    { cwd: repo, encoding: "utf8" });
+    { cwd: repo, encoding: "utf8", maxBuffer: 256 << 20 }); // (a large merge request: bench/companion.mjs)
   if (r.status !== 0) throw new Error(`git diff ${base} ${head}: ${r.stderr}`);
   return parseGitDiff(r.stdout);
 }
