@@ -90,7 +90,7 @@
     const { data, ...rest } = props;
     const node = Object.assign(document.createElement(tag), rest);
     for (const [k, v] of Object.entries(data ?? {})) if (v != null) node.dataset[k] = String(v);
-    node.append(...children.filter((c) => c != null && c !== false));
+    node.append(...children.flat().filter((c) => c != null && c !== false));
     return node;
   }
   const button = (action, text, title = "") => el("button", { type: "button", className: "rag-btn", title, data: { ragAction: action } }, text);
@@ -106,12 +106,13 @@
     newCommits: button("review-new-commits", "Review new commits", "Review only the commits pushed since the last review; its findings are kept"),
     cancel: button("cancel", "Cancel"),
     settingsButton: button("settings", "⚙", "Gateway settings"),
+    collapse: button("collapse", "–", "Fold the panel"),
     status: el("span", { className: "rag-status" }),
     progress: el("div", { className: "rag-progress", data: { rag: "progress" } }),
     error: el("div", { className: "rag-error", data: { rag: "error" } }),
     dismissed: el("div", { className: "rag-dismissed", data: { rag: "dismissed-count" } }),
     unplaced: el("div", { className: "rag-unplaced", data: { rag: "unplaced" } }),
-    skipped: el("details", { className: "rag-skipped", data: { rag: "skipped" } }),
+    skipped: el("details", { className: "rag-skipped", data: { rag: "skipped" }, hidden: true }),
     chat: el("div", { className: "rag-chat", data: { rag: "chat", state: "idle" }, hidden: true }),
     settings: el("form", { className: "rag-settings", data: { rag: "settings" }, hidden: true }),
     ask: Object.assign(button("ask", "Ask about the selection"), { className: "rag-btn rag-ask", hidden: true }),
@@ -119,8 +120,8 @@
   ui.newCommits.hidden = true;
   ui.cancel.hidden = true;
   const panel = el("div", { id: "review-agent-gateway", className: "rag-panel", data: { state: "idle", markup: diffMarkup(document) } },
-    el("div", { className: "rag-bar" }, el("b", {}, "Review locally"), ui.review, ui.newCommits, ui.cancel, ui.settingsButton),
-    ui.status, ui.progress, ui.error, ui.settings, ui.chat, ui.dismissed, ui.unplaced, ui.skipped);
+    el("div", { className: "rag-bar" }, el("b", {}, "Review locally"), ui.review, ui.newCommits, ui.cancel, ui.settingsButton, ui.collapse),
+    ui.status, ui.progress, ui.error, ui.settings, ui.dismissed, ui.unplaced, ui.skipped, ui.chat);
   document.body.append(panel, ui.ask);
 
   function setState(state, text) {
@@ -131,8 +132,20 @@
     ui.newCommits.disabled = live;
     ui.cancel.hidden = state !== "running";
     if (state !== "error" && state !== "failed") ui.error.textContent = "";
+    // No stages and counts for a review that never started (an error before its run).
+    ui.progress.hidden = state === "error" && !view?.stage;
   }
-  const showError = (error) => { ui.error.textContent = describe(error); };
+  /** Shows an error with the remediation that fits this page: the ⚙ settings for the token. */
+  async function showError(error) {
+    const settings = await loadSettings().catch(() => ({}));
+    let remediation = error.remediation ?? null;
+    if (error.code === "auth.token_missing" || error.code === "auth.token_invalid") {
+      remediation = "Paste the token of `review-agent-gateway token show` in ⚙ (kept in your userscript manager), then press Review.";
+    } else if (error.code === "gateway.unavailable" && !settings.token) {
+      remediation = `${remediation ?? ""} Without the companion extension, paste the token of \`review-agent-gateway token show\` in ⚙.`.trim();
+    }
+    ui.error.textContent = describe({ ...error, code: error.code, message: error.message, remediation });
+  }
 
   // --- Connection (one per page view; reconnects after a failure) ---
   let gatewayPromise = null;
@@ -143,7 +156,6 @@
       return g;
     }).catch((e) => {
       gatewayPromise = null;
-      if (e.code === "gateway.unavailable") e.remediation = `${e.remediation ?? ""} Without the companion extension, paste the token of \`review-agent-gateway token show\` in ⚙.`.trim();
       throw e;
     });
     return gatewayPromise;
@@ -180,7 +192,7 @@
       el("span", {}, [
         view.files != null ? `${view.files} file${view.files === 1 ? "" : "s"}` : null,
         summary ? `${summary.reviewed} reviewed, ${summary.skipped} skipped` : null,
-        `${shown} findings`,
+        `${shown} finding${shown === 1 ? "" : "s"}`,
         view.tool ? `model: ${view.tool}` : null,
       ].filter(Boolean).join(" · ")));
     const hidden = [...view.findings.values()].filter((f) => f.status === "dismissed").length;
@@ -266,7 +278,7 @@
     group.count++;
     group.node.dataset.count = group.count;
     if (group.count === 2) group.details.open = false; // several places: one item to expand
-    group.countNode.textContent = group.count > 1 ? `(${group.count} places in ${f.path})` : "";
+    countPlaces(group, f.path);
     const evidence = evidenceLinks(f);
     if (evidence && !group.evidence.has(evidence.textContent)) { group.evidence.add(evidence.textContent); group.body.append(evidence); }
 
@@ -275,7 +287,7 @@
     const where = el("a", { href: blobUrl(f.path, f.startLine, f.endLine, view.headSha), className: "rag-where" }, `${f.path}:${lineLabel(f)}`);
     where.addEventListener("click", (event) => { if (jumpTo(f.path, f.side, f.startLine)) event.preventDefault(); });
     const item = el("li", { className: "rag-finding", data: { fingerprint: f.fingerprint, path: f.path, line: f.startLine, side: f.side, severity: f.severity, status: f.status, carriedOver: f.carriedOver ? "true" : null } },
-      where, f.carriedOver ? el("span", { className: "rag-tag" }, "earlier review") : null, " ", publish, " ", dismiss,
+      where, f.carriedOver ? [" ", el("span", { className: "rag-tag" }, "earlier review")] : null, " ", publish, " ", dismiss,
       el("span", { className: "rag-note" }), suggestionDiff(f));
     group.list.append(item);
     view.items.set(f.fingerprint, item);
@@ -313,12 +325,20 @@
     publish.dataset.published = "true";
   }
 
+  /** "(N places in path)": the places of a group not dismissed (all of them when shown). */
+  function countPlaces(group, path) {
+    const show = Boolean(panel.dataset.showDismissed);
+    const n = show ? group.count : [...group.list.children].filter((i) => i.dataset.status !== "dismissed").length;
+    group.countNode.textContent = n > 1 ? `(${n} places in ${path})` : "";
+  }
+
   function refreshHidden() {
     const show = Boolean(panel.dataset.showDismissed);
     for (const group of view.groups.values()) {
       const items = [...group.list.children];
       for (const item of items) item.hidden = !show && item.dataset.status === "dismissed";
       group.node.hidden = items.every((i) => i.hidden);
+      countPlaces(group, group.first.path);
     }
     for (const ref of view.refs) ref.hidden = !show && view.findings.get(ref.dataset.fingerprint)?.status === "dismissed";
     renderProgress();
@@ -373,12 +393,14 @@
   /** Follows a run's events (a new review, or the stored one after a reload) into the view. */
   async function follow(events, { restoring = false } = {}) {
     setState("running", restoring ? "reattached to the review…" : "reviewing…");
+    let createdAt = null; // when the gateway created the run (an earlier one, for a replay)
     try {
       for await (const event of events) {
         if (event.type !== "finding.created") flushFindings();
         if (event.seq) saveSeq(event.seq);
         switch (event.type) {
           case "run.created":
+            createdAt = Date.parse(event.at);
             panel.dataset.runId = event.runId;
             saveState({ runId: event.runId, lastSeq: event.seq });
             if (cancelRequested) cancelRun(); // pressed before the run had an id
@@ -422,11 +444,15 @@
       flushFindings();
     } catch (error) {
       flushFindings();
-      if (restoring && error.code === "run.not_found") { await storage.deleteValue(mrKey); mrState = {}; setState("idle", ""); return; }
+      if (restoring && error.code === "run.not_found") { await storage.deleteValue(mrKey); mrState = {}; setState("idle", ""); return { state: "idle" }; }
       setState("error", "");
+      if (error.code === "gateway.unavailable" && mrState.runId) {
+        error.remediation = `${error.remediation ?? ""} Once it runs again, press Review: the review resumes where it stopped.`.trim();
+      }
       showError(error);
     }
     updateNewCommits();
+    return { state: panel.dataset.state, createdAt };
   }
 
   function finish(event) {
@@ -434,9 +460,13 @@
     view.summary = { reviewed: (event.reviewedFiles ?? []).length, skipped: skipped.length };
     renderProgress();
     if (skipped.length) {
+      // Files an incremental review left alone are not "not reviewed": their findings came along.
+      const unchanged = skipped.filter((s) => s.reason === "unchanged_since").length;
+      const other = skipped.length - unchanged;
+      const files = (n) => `${n} file${n === 1 ? "" : "s"}`;
       ui.skipped.hidden = false;
-      ui.skipped.replaceChildren(el("summary", {}, `${skipped.length} files not reviewed`),
-        el("ul", {}, ...skipped.map((s) => el("li", { data: { path: s.path, reason: s.reason } }, `${s.path} — ${s.reason}${s.detail ? ` (${s.detail})` : ""}`))));
+      ui.skipped.replaceChildren(el("summary", {}, [other ? `${files(other)} not reviewed` : null, unchanged ? `${files(unchanged)} unchanged since the last review` : null].filter(Boolean).join(", ")),
+        el("ul", {}, ...skipped.map((s) => el("li", { data: { path: s.path, reason: s.reason } }, `${s.path} — ${s.reason === "unchanged_since" ? "unchanged since the last review" : s.reason}${s.detail ? ` (${s.detail})` : ""}`))));
     }
   }
 
@@ -473,14 +503,22 @@
       // cancelled or failed: then a new attempt.
       const base = await reviewRequestId(request);
       const again = mrState.baseRequestId === base && ["cancelled", "failed"].includes(mrState.state);
-      const attempt = mrState.baseRequestId === base ? (mrState.attempt ?? 0) + (again ? 1 : 0) : 0;
-      request.requestId = await reviewRequestId(request, attempt);
-      cancelRequested = false;
-      await saveState({ baseRequestId: base, attempt, requestId: request.requestId, headSha: mr.diffRefs.headSha, state: "running", runId: null, lastSeq: 0 });
-      resetView({ headSha: mr.diffRefs.headSha });
-      const marks = loadMarks();
-      await follow(g.review(request));
-      await marks;
+      const first = mrState.baseRequestId === base ? (mrState.attempt ?? 0) + (again ? 1 : 0) : 0;
+      // This page may not know the last attempt (another browser, cleared storage): a run that
+      // the gateway created before this click and that ended failed or cancelled is an earlier
+      // attempt replayed, so the next attempt starts a fresh run.
+      for (let attempt = first; attempt < first + 10; attempt++) {
+        request.requestId = await reviewRequestId(request, attempt);
+        cancelRequested = false;
+        await saveState({ baseRequestId: base, attempt, requestId: request.requestId, headSha: mr.diffRefs.headSha, state: "running", runId: null, lastSeq: 0 });
+        resetView({ headSha: mr.diffRefs.headSha });
+        const marks = loadMarks();
+        const clicked = Date.now();
+        const outcome = await follow(g.review(request));
+        await marks;
+        const replayed = ["failed", "cancelled"].includes(outcome.state) && outcome.createdAt != null && outcome.createdAt < clicked - 2000;
+        if (!replayed) break;
+      }
     } catch (error) {
       setState("error", "");
       showError(error);
@@ -544,7 +582,30 @@
     await storage.setValue("settings", s);
     gatewayPromise = null;
     ui.settings.hidden = true;
+    ui.error.textContent = ""; // an error about the old settings no longer holds
+    ui.status.textContent = "settings saved: press Review";
   });
+  ui.collapse.addEventListener("click", () => {
+    const folded = !panel.dataset.collapsed;
+    if (folded) panel.dataset.collapsed = "true"; else delete panel.dataset.collapsed;
+    Object.assign(ui.collapse, { textContent: folded ? "+" : "–", title: folded ? "Unfold the panel" : "Fold the panel" });
+  });
+
+  // Files GitLab renders later (Rapid Diffs streams them, the Vue diffs load them as you scroll):
+  // findings waiting in the panel move beside their line once it is on the page.
+  let placeTimer = null;
+  new MutationObserver(() => {
+    if (!view || !ui.unplaced.firstChild || placeTimer) return;
+    placeTimer = setTimeout(() => {
+      placeTimer = null;
+      for (const group of view.groups.values()) {
+        if (group.node.parentElement !== ui.unplaced) continue;
+        const f = group.first;
+        const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
+        if (row) insertAfterRow(row, group.node, "rag-row").dataset.fingerprint = f.fingerprint;
+      }
+    }, 300);
+  }).observe(document.body, { childList: true, subtree: true });
 
   // --- Chat on a selection (draft §7) ---
   let selection = null;
@@ -628,7 +689,7 @@
           }
         }
         if (event.type === "run.failed") throw Object.assign(new Error(event.error?.message ?? "the chat failed"), event.error ?? {});
-        if (event.type === "run.cancelled") ui.chat.dataset.state = "stopped";
+        if (event.type === "run.cancelled") { ui.chat.dataset.state = "stopped"; text += text ? " *(stopped)*" : "*(stopped)*"; }
       }
       render();
       if (ui.chat.dataset.state === "running") ui.chat.dataset.state = "done";
@@ -663,7 +724,7 @@ html.gl-dark .rag-panel, html.gl-dark .rag-row, html.gl-dark .rag-ask { --rag-bg
   --rag-add:#0d532a; --rag-del:#8d1300; --rag-critical:#fcb5aa; --rag-high:#fc9403; --rag-medium:#e9be74; --rag-low:#63a6e9; --rag-info:#bfbfc3; --rag-link:#63a6e9; --rag-badge-fg:#1f1e24; } }
 .rag-panel { position: fixed; right: 1em; bottom: 1em; z-index: 1000; width: 30em; max-height: 70vh; overflow: auto; padding: .6em .8em;
   background: var(--rag-bg); border: 1px solid var(--rag-border); border-radius: 6px; box-shadow: 0 4px 12px rgba(0,0,0,.15); }
-.rag-bar { display: flex; gap: .4em; align-items: center; } .rag-bar b { flex: 1; }
+.rag-bar { display: flex; gap: .4em; align-items: center; position: sticky; top: -.6em; padding: .2em 0; background: var(--rag-bg); z-index: 1; } .rag-bar b { flex: 1; }
 .rag-btn { font: inherit; color: var(--rag-fg); background: var(--rag-soft); border: 1px solid var(--rag-border); border-radius: 4px; padding: .1em .6em; cursor: pointer; }
 .rag-btn:disabled { opacity: .6; cursor: default; }
 .rag-status, .rag-meta, .rag-dismissed, .rag-progress { color: var(--rag-muted); display: block; }
@@ -681,7 +742,9 @@ html.gl-dark .rag-panel, html.gl-dark .rag-row, html.gl-dark .rag-ask { --rag-bg
 .rag-suggestion { display: block; padding: .3em; margin: .3em 0; white-space: pre; overflow: auto; }
 .rag-add { background: var(--rag-add); display: block; } .rag-del { background: var(--rag-del); display: block; }
 .rag-occurrences { margin: .3em 0; padding-left: 1.2em; } .rag-finding { margin: .2em 0; }
-.rag-finding[data-status="dismissed"] { opacity: .55; }
+.rag-finding[data-status="dismissed"] > :not(button) { opacity: .55; }
+.rag-where { overflow-wrap: anywhere; }
+.rag-panel[data-collapsed] > :not(.rag-bar, .rag-status, .rag-progress, .rag-error) { display: none; }
 .rag-tag { font-size: 11px; color: var(--rag-muted); border: 1px solid var(--rag-border); border-radius: 3px; padding: 0 .3em; margin-left: .3em; }
 .rag-note { color: var(--rag-muted); } .rag-group a, .rag-chat a { color: var(--rag-link); } .rag-ref { font-size: 12px; color: var(--rag-muted); margin-left: 1em; }
 .rag-row > td { padding: .2em .5em; background: var(--rag-bg); }

@@ -101,7 +101,8 @@ function jsonWrapped(fn) {
  * Starts firefox-esr headless with a fresh profile and a BiDi session on one tab.
  * `initScripts`: script sources run in every document before its own scripts
  * (`script.addPreloadScript`), in order. `env`: the browser's environment.
- * Rejects when Firefox does not print its BiDi address within 30 s (its stderr is in the message).
+ * Rejects when Firefox does not print its BiDi address within 90 s (its stderr is in the message;
+ * a first start on a busy 2-core machine takes tens of seconds).
  * @returns {Promise<Page>}
  */
 export async function launchFirefox({ initScripts = [], env = process.env, binary = FIREFOX } = {}) {
@@ -127,7 +128,7 @@ export async function launchFirefox({ initScripts = [], env = process.env, binar
  * ends the browser for good. */
 async function bidiSession(child, stderr, initScripts, stop) {
   const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`firefox printed no BiDi address in 30 s: ${stderr.join("\n")}`)), 30000);
+    const timer = setTimeout(() => reject(new Error(`firefox printed no BiDi address in 90 s: ${stderr.join("\n")}`)), 90000);
     createInterface({ input: child.stderr }).on("line", (line) => {
       stderr.push(line);
       const m = line.match(/WebDriver BiDi listening on (ws:\/\/\S+)/);
