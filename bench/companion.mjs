@@ -273,7 +273,7 @@ async function main() {
   console.log(`| the same, wall clock | ${stat(rows.reloadWall)} | ${ratio(rows.reloadWall)} |`);
   console.log(`| (for scale: the page's load alone, no review) | ${stat(rows.pageLoad)} | ${ratio(rows.pageLoad)} |`);
   console.log(`| page's main thread during the review: all tasks | ${stat(rows.task)} | ${ratio(rows.task)} |`);
-  console.log(`| … of which script | ${stat(rows.script)} | |`);
+  console.log(`| … of which script (CDP ScriptDuration) | ${stat(rows.script)} | |`);
   console.log(`| … of which layout + style | ${stat(rows.layout)} | |`);
   console.log(`| long tasks (> 50 ms) during the review: total | ${stat(rows.longSum)} | |`);
   console.log(`| … count | ${stat(rows.longCount)} | |`);
