@@ -650,6 +650,24 @@ async function main() {
     }
   });
 
+  // --- 9b. a file rendered after the findings came: they move beside its lines ---
+  await stage(async () => {
+    step = "late file";
+    await page.goto(standin.url(`${MR}/1/diffs?markup=rapid&late=app.py`));
+    await waitPanel(page);
+    s = await waitState(page, ["done"], 15000);
+    const early = await page.evaluate(() => !document.querySelector("diff-file[data-file-data*='app.py']") &&
+      [...document.querySelectorAll('[data-rag="unplaced"] .rag-finding')].filter((f) => f.dataset.path === "app.py").length);
+    check(early > 0, `before app.py is on the page its findings should wait in the panel (${early})`);
+    await page.evaluate(() => window.__addLateFiles());
+    s = await waitIn(page, "app.py's findings beside their lines", () => {
+      const st = window.__t.state();
+      return !document.querySelector('[data-rag="unplaced"] .rag-finding[data-path="app.py"]') && document.querySelector("diff-file[data-file-data*='app.py']") && st;
+    }, null, 10000);
+    checkFindings({ findings: s.findings.filter((f) => f.visible) }, expected8, "late file");
+    say(`late file: ${early} app.py findings waited in the panel, then moved beside their lines when GitLab added the file`);
+  });
+
   // --- 10. GitLab under a path prefix ---
   await stage(async () => {
     step = "path prefix";

@@ -293,17 +293,7 @@
     view.items.set(f.fingerprint, item);
     publish.addEventListener("click", () => publishFinding(f, item));
     dismiss.addEventListener("click", () => dismissFinding(f, item));
-    // Other places of a group get a pointer row beside their own line.
-    let ref = null;
-    if (group.count > 1) {
-      const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
-      if (row) {
-        ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
-        view.refs.push(ref);
-        ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
-        insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;
-      }
-    }
+    const ref = group.count > 1 ? addPointer(group, f) : null;
     markNoted(f.fingerprint);
     // What refreshHidden does, for the one finding that changed (it walked every group and
     // every pointer row of the page per finding).
@@ -311,6 +301,19 @@
     item.hidden = !show && item.dataset.status === "dismissed";
     group.node.hidden = item.hidden && [...group.list.children].every((i) => i.hidden);
     if (ref) ref.hidden = !show && f.status === "dismissed";
+  }
+
+  /** A pointer row beside the line of a group's other place `f` (the group sits beside its
+   * first); null when that line is not on the page. */
+  function addPointer(group, f) {
+    const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
+    if (!row) return null;
+    const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
+    view.refs.push(ref);
+    ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
+    insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;
+    ref.hidden = !panel.dataset.showDismissed && f.status === "dismissed";
+    return ref;
   }
 
   function markNoted(fingerprint) {
@@ -598,11 +601,14 @@
     if (!view || !ui.unplaced.firstChild || placeTimer) return;
     placeTimer = setTimeout(() => {
       placeTimer = null;
+      const onPage = new Set(diffFiles(document).flatMap((file) => [file.newPath, file.oldPath])); // one read of the page
       for (const group of view.groups.values()) {
-        if (group.node.parentElement !== ui.unplaced) continue;
+        if (group.node.parentElement !== ui.unplaced || !onPage.has(group.first.path)) continue;
         const f = group.first;
         const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
-        if (row) insertAfterRow(row, group.node, "rag-row").dataset.fingerprint = f.fingerprint;
+        if (!row) continue;
+        insertAfterRow(row, group.node, "rag-row").dataset.fingerprint = f.fingerprint;
+        for (const item of [...group.list.children].slice(1)) addPointer(group, view.findings.get(item.dataset.fingerprint));
       }
     }, 300);
   }).observe(document.body, { childList: true, subtree: true });

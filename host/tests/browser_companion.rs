@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lines `companion-e2e.mjs` prints (after the browser's name) when a step passed.
-const STEPS: [&str; 19] = [
+const STEPS: [&str; 20] = [
     "self-check: stand-in GitLab enforces CSRF and position rules",
     "self-check: fake model answers tool calls and streams",
     "self-check: the gateway reviews app.py:2 app.py:3 app.py:4 app.py:44 app.py:6 and chats",
@@ -46,6 +46,7 @@ const STEPS: [&str; 19] = [
     "dismiss: app.py:3 hidden",
     "incremental: app.py and lib.py skipped (unchanged_since), extra.py:2 new",
     "rapid markup (parallel view):",
+    "late file: ",
     "vue markup:",
     "classic markup:",
     "path prefix:",

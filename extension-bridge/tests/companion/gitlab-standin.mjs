@@ -304,7 +304,10 @@ export async function startStandin({ repo, base, head, heads = {} }) {
   }
   const cookieOf = (req) => (req.headers.cookie ?? "").split(/;\s*/).map((c) => c.split("=")).find(([k]) => k === "_gitlab_session")?.[1];
 
-  function page(prefix, iid, markup, theme, view, session) {
+  /** `late`: a file path whose file the page adds only when `window.__addLateFiles()` is called
+   * (the test calls it), as GitLab's Rapid Diffs stream files in and the Vue diffs load them
+   * while scrolling. */
+  function page(prefix, iid, markup, theme, view, session, late = null) {
     const refs = diffRefs(iid);
     const current = mrs.get(iid);
     const render = { rapid: (f) => rapidFile(f, view), vue: vueFile, classic: (f) => classicFile(f, refs) }[markup];
@@ -317,8 +320,9 @@ export async function startStandin({ repo, base, head, heads = {} }) {
 <body data-page="projects:merge_requests:show" data-project-id="${PROJECT_ID}" data-project-full-path="${PROJECT_PATH}" data-namespace-id="7">
 <h1>Stand-in merge request !${iid}</h1><div class="merge-request-tabs-holder"></div>
 <div class="files" id="diffs" data-markup="${markup}">
-${current.files.map(render).join("\n")}
-</div></body></html>`;
+${current.files.filter((f) => f.new_path !== late).map(render).join("\n")}
+</div>${late ? `<template id="late-files">${current.files.filter((f) => f.new_path === late).map(render).join("\n")}</template>
+<script>window.__addLateFiles = () => document.getElementById("diffs").append(document.getElementById("late-files").content);</script>` : ""}</body></html>`;
   }
 
   /** GitLab's `:id`: the numeric id or the URL-encoded full path (doc/api/rest/_index.md,
@@ -456,7 +460,7 @@ ${current.files.map(render).join("\n")}
         const markup = url.searchParams.get("markup") ?? "rapid";
         if (!["rapid", "vue", "classic"].includes(markup)) return res.writeHead(400).end("markup: rapid, vue or classic");
         const view = url.searchParams.get("view") === "parallel" ? "parallel" : "inline";
-        return res.writeHead(200, headers).end(page(prefix, Number(mr[1]), markup, url.searchParams.get("theme"), view, { csrf: sessions.get(sid) }));
+        return res.writeHead(200, headers).end(page(prefix, Number(mr[1]), markup, url.searchParams.get("theme"), view, { csrf: sessions.get(sid) }, url.searchParams.get("late")));
       }
       if (rest === "/blank") return res.writeHead(200, headers).end("<!doctype html><title>blank</title><body>blank</body>");
       if (rest === "/favicon.ico") return res.writeHead(204).end();
