@@ -985,6 +985,22 @@ fn delegated_tasks_through_the_python_sdk() {
     let session = task["sessionId"].as_str().expect("sessionId").to_owned();
     let first_run = task["runId"].as_str().expect("runId").to_owned();
     py.pending(&session, 1);
+    // The session lists the request before the run's watcher has written its
+    // `permission.requested` (a moment later, longer on a loaded machine): the restart below
+    // is to find that event written, so wait for it.
+    let until = Instant::now() + Duration::from_secs(20);
+    while !daemon
+        .events(&first_run)
+        .iter()
+        .any(|e| e["type"] == "permission.requested")
+    {
+        assert!(
+            Instant::now() < until,
+            "no permission.requested in 20 s: {:?}",
+            types(&daemon.events(&first_run))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let servers = daemon.opencode_children();
     assert!(!servers.is_empty());
     drop(py);
