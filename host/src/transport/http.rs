@@ -406,11 +406,7 @@ async fn call_tool(
     // Dropped when the client goes away before the answer: a running command is then killed.
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let flag = cancel.0.clone();
-    match tokio::task::spawn_blocking(move || gateway.call_tool(&name, request, flag)).await {
-        Ok(Ok(result)) => ok(&id, result),
-        Ok(Err(e)) => error_response(&id, &e),
-        Err(e) => error_response(&id, &internal(&e.to_string())),
-    }
+    answer_blocking(&id, move || gateway.call_tool(&name, request, flag)).await
 }
 
 /// `POST /v1/agents/:call` (issue 15): one delegation call (`agent_status`,
@@ -620,11 +616,7 @@ async fn resume_run(
         );
     }
     let gateway = state.gateway.clone();
-    match tokio::task::spawn_blocking(move || gateway.resume(&run_id)).await {
-        Ok(Ok(view)) => ok(&id, view),
-        Ok(Err(e)) => error_response(&id, &e),
-        Err(e) => error_response(&id, &internal(&e.to_string())),
-    }
+    answer_blocking(&id, move || gateway.resume(&run_id)).await
 }
 
 /// The query of `GET /v1/dismissals`; other parameters are refused.
@@ -659,15 +651,10 @@ async fn list_dismissals(
         }
     };
     let gateway = state.gateway.clone();
-    match tokio::task::spawn_blocking(move || {
+    answer_blocking(&id, move || {
         gateway.dismissals(&query.gitlab_origin, &query.project_path)
     })
     .await
-    {
-        Ok(Ok(list)) => ok(&id, list),
-        Ok(Err(e)) => error_response(&id, &e),
-        Err(e) => error_response(&id, &internal(&e.to_string())),
-    }
 }
 
 /// `POST /v1/dismissals` (issue 17): dismiss a fingerprint for a project.
@@ -678,11 +665,7 @@ async fn dismiss(State(state): State<HttpState>, body: Result<JsonBody, Response
         Err(response) => return response,
     };
     let gateway = state.gateway.clone();
-    match tokio::task::spawn_blocking(move || gateway.dismiss(request)).await {
-        Ok(Ok(dismissed)) => ok(&id, dismissed),
-        Ok(Err(e)) => error_response(&id, &e),
-        Err(e) => error_response(&id, &internal(&e.to_string())),
-    }
+    answer_blocking(&id, move || gateway.dismiss(request)).await
 }
 
 /// `DELETE /v1/dismissals` (issue 17): forget a dismissal.
@@ -693,10 +676,20 @@ async fn undismiss(State(state): State<HttpState>, body: Result<JsonBody, Respon
         Err(response) => return response,
     };
     let gateway = state.gateway.clone();
-    match tokio::task::spawn_blocking(move || gateway.undismiss(request)).await {
-        Ok(Ok(undismissed)) => ok(&id, undismissed),
-        Ok(Err(e)) => error_response(&id, &e),
-        Err(e) => error_response(&id, &internal(&e.to_string())),
+    answer_blocking(&id, move || gateway.undismiss(request)).await
+}
+
+/// Runs `work` (a blocking engine call) off the async runtime and answers its result as the
+/// common response object: `data` on success, the error object otherwise (a panicked task is
+/// `internal`).
+async fn answer_blocking<T: serde::Serialize + Send + 'static>(
+    id: &RequestId,
+    work: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
+) -> Response {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(data)) => ok(id, data),
+        Ok(Err(e)) => error_response(id, &e),
+        Err(e) => error_response(id, &internal(&e.to_string())),
     }
 }
 
