@@ -508,8 +508,9 @@
       const again = mrState.baseRequestId === base && ["cancelled", "failed"].includes(mrState.state);
       const first = mrState.baseRequestId === base ? (mrState.attempt ?? 0) + (again ? 1 : 0) : 0;
       // This page may not know the last attempt (another browser, cleared storage): a run that
-      // the gateway created before this click and that ended failed or cancelled is an earlier
-      // attempt replayed, so the next attempt starts a fresh run.
+      // the gateway created before this click (a fresh one is created after it; 250 ms for the
+      // two clocks' rounding) and that ended failed or cancelled is an earlier attempt replayed,
+      // so the next attempt starts a fresh run.
       for (let attempt = first; attempt < first + 10; attempt++) {
         request.requestId = await reviewRequestId(request, attempt);
         cancelRequested = false;
@@ -519,7 +520,7 @@
         const clicked = Date.now();
         const outcome = await follow(g.review(request));
         await marks;
-        const replayed = ["failed", "cancelled"].includes(outcome.state) && outcome.createdAt != null && outcome.createdAt < clicked - 2000;
+        const replayed = ["failed", "cancelled"].includes(outcome.state) && outcome.createdAt != null && outcome.createdAt < clicked - 250;
         if (!replayed) break;
       }
     } catch (error) {
@@ -586,6 +587,7 @@
     gatewayPromise = null;
     ui.settings.hidden = true;
     ui.error.textContent = ""; // an error about the old settings no longer holds
+    if (panel.dataset.state === "error") setState("idle", "");
     ui.status.textContent = "settings saved: press Review";
   });
   ui.collapse.addEventListener("click", () => {

@@ -123,23 +123,41 @@ fn analyzers(
     }
 }
 
+/// Whether a `/bin/sleep 613` process runs (the analyzer of the cancel test).
+fn sleeping_613() -> bool {
+    std::fs::read_dir("/proc").is_ok_and(|dir| {
+        dir.flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+                let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                args.len() >= 2 && args[0].ends_with(b"sleep") && args[1] == b"613"
+            })
+        })
+    })
+}
+
 #[test]
 fn a_cancel_kills_a_running_analyzer_and_keeps_nothing_of_it() {
     let dir = repo();
     let state = tempfile::tempdir().expect("temp dir");
     let mut options = ReviewOptions::new(dir.path(), "main", "feature");
-    options.analyzers = Some(analyzers(state.path(), &[("slow", &["/bin/sleep", "600"])]));
+    // 613 s: a duration no other test sleeps, so its process is this analyzer's.
+    options.analyzers = Some(analyzers(state.path(), &[("slow", &["/bin/sleep", "613"])]));
     let control = RunControl::new("run_analyzer_cancel".into());
     let cancel = control.cancel.clone();
+    // Cancel once the analyzer runs (on a loaded machine the stages before it can take longer
+    // than any fixed pause), or after 60 s, when the assertions below say what was missing.
     let canceller = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !sleeping_613() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         cancel.store(true, Ordering::Relaxed);
     });
     let started = std::time::Instant::now();
     let (events, ok) = collect(&options, &control);
     canceller.join().expect("canceller");
     assert!(!ok);
-    // Not a timing assertion of speed: without the kill the review would wait 600 s.
+    // Not a timing assertion of speed: without the kill the review would wait 613 s.
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
     assert_eq!(events.last().map(|e| e.event_type()), Some("run.cancelled"));
     assert!(
