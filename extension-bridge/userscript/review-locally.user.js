@@ -64,15 +64,20 @@
     deleteValue: async (k) => { memory.delete(k); },
   };
   const storage = typeof GM !== "undefined" && GM.getValue ? GM : memoryStorage;
-  async function loadSettings() {
-    const stored = await storage.getValue("settings", {});
-    const legacy = localStorage.getItem("review-agent-gateway");
-    if (legacy && storage !== memoryStorage) {
-      try { Object.assign(stored, JSON.parse(legacy)); } catch { /* not JSON: dropped */ }
-      await storage.setValue("settings", stored);
-      localStorage.removeItem("review-agent-gateway");
-    }
-    return stored;
+  /** The settings, read from storage once per page view (⚙ Save replaces them). */
+  let settingsPromise = null;
+  function loadSettings() {
+    settingsPromise ??= (async () => {
+      const stored = await storage.getValue("settings", {});
+      const legacy = localStorage.getItem("review-agent-gateway");
+      if (legacy && storage !== memoryStorage) {
+        try { Object.assign(stored, JSON.parse(legacy)); } catch { /* not JSON: dropped */ }
+        await storage.setValue("settings", stored);
+        localStorage.removeItem("review-agent-gateway");
+      }
+      return stored;
+    })().catch((e) => { settingsPromise = null; throw e; });
+    return settingsPromise;
   }
   let mrState = await storage.getValue(mrKey, {});
   const saveState = (patch) => { mrState = { ...mrState, ...patch }; return storage.setValue(mrKey, mrState); };
@@ -545,9 +550,13 @@
     }
   }
 
-  let mrHead = null;
+  /** The merge request as this page shows it (its diff refs when the page loaded): what a
+   * selection on the page refers to. Review and publish read GitLab afresh instead. */
+  let pageMrPromise = null;
+  const pageMergeRequest = () => (pageMrPromise ??= gitlab.mergeRequest().catch((e) => { pageMrPromise = null; throw e; }));
   async function updateNewCommits() {
-    try { mrHead ??= (await gitlab.mergeRequest()).diffRefs.headSha; } catch { return; }
+    let mrHead;
+    try { mrHead = (await pageMergeRequest()).diffRefs.headSha; } catch { return; }
     ui.newCommits.hidden = !(mrState.completed && mrState.completed.headSha !== mrHead);
     if (!ui.newCommits.hidden) ui.newCommits.title = `Review the commits since ${mrState.completed.headSha.slice(0, 8)}; the findings of that review are kept`;
   }
@@ -584,6 +593,7 @@
     const s = Object.fromEntries([...form].map(([k, v]) => [k, String(v).trim()]).filter(([, v]) => v));
     if (s.port) s.port = Number(s.port);
     await storage.setValue("settings", s);
+    settingsPromise = Promise.resolve(s);
     gatewayPromise = null;
     ui.settings.hidden = true;
     ui.error.textContent = ""; // an error about the old settings no longer holds
@@ -669,7 +679,7 @@
     try {
       const [g, settings] = await Promise.all([gateway(), loadSettings()]);
       const c = chat.context;
-      const diffRefs = (await gitlab.mergeRequest()).diffRefs;
+      const diffRefs = (await pageMergeRequest()).diffRefs;
       chat.stream = g.chat({
         requestId: `chat_${crypto.randomUUID()}`,
         messages: chat.messages,

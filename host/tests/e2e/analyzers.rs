@@ -43,6 +43,12 @@ fn review_json(repo: &TestRepo, config: &str) -> Run {
 
 /// [`review_json`] with more arguments.
 fn review_json_with(repo: &TestRepo, config: &str, extra: &[&str]) -> Run {
+    repo.review(&json_args(config, extra))
+}
+
+/// `review`'s arguments for JSON events of main..feature with `config`, never failing on
+/// findings, then `extra`.
+fn json_args<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--base",
         "main",
@@ -56,7 +62,7 @@ fn review_json_with(repo: &TestRepo, config: &str, extra: &[&str]) -> Run {
         config,
     ];
     args.extend_from_slice(extra);
-    repo.review(&args)
+    args
 }
 
 fn warnings(run: &Run) -> Vec<Warning> {
@@ -641,30 +647,9 @@ fn one_report_per_rule_and_required_analyzers() {
 fn the_work_tree_mode_on_a_bare_repository() {
     let repo = repo();
     let clones = tempfile::tempdir().expect("temp dir");
-    let bare = clones.path().join("bare.git");
-    repo.git(&[
-        "clone",
-        "-q",
-        "--bare",
-        repo.path_str(),
-        bare.to_str().expect("utf-8"),
-    ]);
+    let bare = repo.bare_clone(clones.path());
     let config = config(&repo, &ruff_entry("workdir = \"worktree\"\n"));
-    let run = repo.review_at(
-        &bare,
-        &[
-            "--base",
-            "main",
-            "--head",
-            "feature",
-            "--format",
-            "json",
-            "--fail-on",
-            "never",
-            "--config",
-            &config,
-        ],
-    );
+    let run = repo.review_at(&bare, &json_args(&config, &[]));
     run.assert_code(0);
     let failed = warnings(&run)
         .into_iter()

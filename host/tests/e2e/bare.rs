@@ -7,14 +7,7 @@ use crate::support::found;
 fn a_bare_clone_gives_the_same_findings() {
     let repo = fixture();
     let clones = tempfile::tempdir().expect("temp dir");
-    let bare = clones.path().join("bare.git");
-    repo.git(&[
-        "clone",
-        "-q",
-        "--bare",
-        repo.path_str(),
-        bare.to_str().expect("utf-8"),
-    ]);
+    let bare = repo.bare_clone(clones.path());
     assert!(!bare.join(".git").exists(), "fixture sanity: bare");
 
     let args = ["--base", "main", "--head", "feature", "--format", "json"];

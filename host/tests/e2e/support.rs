@@ -102,6 +102,19 @@ impl TestRepo {
         self
     }
 
+    /// A bare clone of the repository at `dir/bare.git` (no work tree); its path.
+    pub fn bare_clone(&self, dir: &Path) -> PathBuf {
+        let bare = dir.join("bare.git");
+        self.git(&[
+            "clone",
+            "-q",
+            "--bare",
+            self.path_str(),
+            bare.to_str().expect("utf-8 temp path"),
+        ]);
+        bare
+    }
+
     /// Run git in the repository with a fixed identity and clock; panics on failure.
     pub fn git(&self, args: &[&str]) -> String {
         let out = self.git_output(args);
