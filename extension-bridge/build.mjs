@@ -5,7 +5,12 @@
 // dist/firefox/ (event-page background scripts, `browser_specific_settings.gecko.id`, no `key`).
 // It also writes dist/review-locally.user.js: userscript/review-locally.user.js with the client
 // library (client/index.js, its `export`s dropped) inlined at its `/* @inline client/index.js */`
-// marker, since userscript managers cannot import ES modules.
+// marker, since userscript managers cannot import ES modules, and the `userscript.*` strings of
+// every host/i18n/<lang>.json (the catalogues shared with the gateway's settings page) at its
+// `/* @inline host/i18n */ {}` marker as `{ "en": {...}, "zh-CN": {...} }`, so it needs no
+// fetch; its `@name` and `@description` get a `@name:<lang>` / `@description:<lang>` line per
+// other language (`userscript.meta.name`, `userscript.meta.description`), which Tampermonkey and
+// Violentmonkey show in the browser's language.
 // `--dev-origin http://127.0.0.1` adds an origin to the content script's matches and the host
 // permissions (tests use it for a page on loopback standing in for a GitLab origin);
 // `--dev-host-permission http://localhost` adds a host permission only, so the options page's
@@ -17,6 +22,10 @@ import { fileURLToPath } from "node:url";
 
 const root = dirname(fileURLToPath(import.meta.url));
 const source = join(root, "extension");
+/** The string catalogues, one `<lang>.json` per language. */
+export const I18N_DIR = join(root, "../host/i18n");
+/** The catalogue keys of the userscript's metadata lines, by metadata key. */
+export const META_KEYS = { name: "userscript.meta.name", description: "userscript.meta.description" };
 
 /** Parses `--dev-origin ORIGIN`, `--dev-host-permission ORIGIN` (both repeatable) and
  * `--out DIR`; exits 2 on anything else. */
@@ -60,14 +69,38 @@ export function manifestFor(family, base, devOrigins = [], devHostPermissions = 
   return m;
 }
 
-/** The installable userscript: the source with the client library inlined at its marker. */
+/** The `userscript.*` entries of each catalogue in `dir`, keys sorted: `{ en: {...}, "zh-CN": {...} }`,
+ * English first. */
+export function userscriptCatalogues(dir = I18N_DIR) {
+  const langs = readdirSync(dir).filter((f) => f.endsWith(".json")).map((f) => f.slice(0, -".json".length))
+    .sort((a, b) => (a === "en" ? -1 : b === "en" ? 1 : a.localeCompare(b)));
+  if (!langs.includes("en")) throw new Error(`${dir} has no en.json`);
+  return Object.fromEntries(langs.map((lang) => {
+    const entries = JSON.parse(readFileSync(join(dir, `${lang}.json`), "utf8"));
+    return [lang, Object.fromEntries(Object.keys(entries).filter((k) => k.startsWith("userscript.")).sort().map((k) => [k, entries[k]]))];
+  }));
+}
+
+/** The installable userscript: the source with the client library and the catalogues inlined at
+ * their markers, and its name and description in each language. */
 export function buildUserscript() {
   const marker = "/* @inline client/index.js */";
-  const source = readFileSync(join(root, "userscript/review-locally.user.js"), "utf8");
-  if (!source.includes(marker)) throw new Error(`userscript/review-locally.user.js has no ${marker} marker`);
+  const i18nMarker = "/* @inline host/i18n */ {}";
+  let source = readFileSync(join(root, "userscript/review-locally.user.js"), "utf8");
+  for (const m of [marker, i18nMarker]) if (!source.includes(m)) throw new Error(`userscript/review-locally.user.js has no ${m} marker`);
   const client = readFileSync(join(root, "client/index.js"), "utf8").replace(/^export /gm, "");
   if (/^\s*(import|export)\b/m.test(client)) throw new Error("client/index.js has an import/export the inliner cannot drop");
-  return source.replace(marker, `// ---- client/index.js (inlined by build.mjs) ----\n${client}// ---- end of client/index.js ----`);
+  const catalogues = userscriptCatalogues();
+  for (const [field, key] of Object.entries(META_KEYS)) {
+    const line = new RegExp(`^// @${field}\\s.*$`, "m");
+    if (!line.test(source)) throw new Error(`userscript/review-locally.user.js has no @${field} line`);
+    const localized = Object.entries(catalogues).filter(([lang, entries]) => lang !== "en" && entries[key])
+      .map(([lang, entries]) => `\n// ${`@${field}:${lang}`.padEnd(13)} ${entries[key]}`).join("");
+    source = source.replace(line, (l) => l + localized);
+  }
+  return source
+    .replace(marker, () => `// ---- client/index.js (inlined by build.mjs) ----\n${client}// ---- end of client/index.js ----`)
+    .replace(i18nMarker, () => `/* the userscript.* keys of host/i18n/<lang>.json, inlined by build.mjs */ ${JSON.stringify(catalogues, null, 2)}`);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

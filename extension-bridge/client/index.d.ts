@@ -610,6 +610,29 @@ export declare function connect(options?: ConnectOptions): Promise<Gateway>;
  * when non-zero (draft §12: the same request is the same run). */
 export declare function reviewRequestId(request: Omit<ReviewRequest, "requestId"> & { requestId?: string }, attempt?: number): Promise<string>;
 
+/** One language's strings (`host/i18n/<lang>.json`): dotted key → text with `{name}`
+ * placeholders; plurals as `key.one` / `key.other`. */
+export type Catalogue = Record<string, string>;
+/** Catalogues by language tag (`en`, `zh-CN`). */
+export type Catalogues = Record<string, Catalogue>;
+/** Placeholder values of a text. */
+export type TextParams = Record<string, string | number>;
+/** The language every lookup falls back to. */
+export declare const DEFAULT_LOCALE: "en";
+/** The first of `preferred` (e.g. `navigator.languages`) that `available` has, by tag or by
+ * language (`zh-TW` → `zh-CN`); `DEFAULT_LOCALE` when none. */
+export declare function pickLocale(preferred: readonly string[] | null | undefined, available: readonly string[]): string;
+/** The lookup of one language (see translator). */
+export interface Translate {
+  /** The text of `key` in this language, else in English, else `key`; `{name}`s filled in. */
+  (key: string, params?: TextParams): string;
+  /** `key.one` for a count of 1, else `key.other`; `{count}` and `params` filled in. */
+  plural(key: string, count: number, params?: TextParams): string;
+  /** The language looked up (`DEFAULT_LOCALE` when `catalogues` lacks the one asked for). */
+  readonly locale: string;
+}
+export declare function translator(catalogues: Catalogues, locale?: string): Translate;
+
 /** Longest Markdown text rendered, in characters. */
 export declare const MARKDOWN_MAX_CHARS: number;
 export type MarkdownInline =

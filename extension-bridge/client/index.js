@@ -475,6 +475,51 @@ function canonicalJson(value) {
   return JSON.stringify(value);
 }
 
+// --- Language --------------------------------------------------------------------------------
+// The strings a page shows come from one catalogue per language (host/i18n/<lang>.json, shared
+// with the gateway's settings page): a flat object, dotted key → text, `{name}` placeholders,
+// plurals as `key.one` / `key.other` pairs.
+
+/** The language every catalogue falls back to. */
+export const DEFAULT_LOCALE = "en";
+
+/** The first of `preferred` (BCP 47 tags, as `navigator.languages`) that `available` (catalogue
+ * tags) has: the same tag, else the same language (`zh-TW`, `zh-Hans` → `zh-CN`; `en-GB` →
+ * `en`), case-insensitive; `DEFAULT_LOCALE` when none matches. */
+export function pickLocale(preferred, available) {
+  const primary = (tag) => String(tag).split(/[-_]/)[0].toLowerCase();
+  for (const tag of preferred ?? []) {
+    if (!tag) continue;
+    const exact = available.find((a) => a.toLowerCase() === String(tag).toLowerCase().replace(/_/g, "-"));
+    const sameLanguage = exact ?? available.find((a) => primary(a) === primary(tag));
+    if (sameLanguage) return sameLanguage;
+  }
+  return DEFAULT_LOCALE;
+}
+
+/**
+ * The lookup of `locale` in `catalogues` (`{ en: {...}, "zh-CN": {...} }`): `t(key, params)` is
+ * the text of `key` in that language, else in English, else the key itself, with each `{name}`
+ * of `params` filled in (an unknown `{name}` is left as it is); `t.plural(key, count, params)`
+ * is `key.one` for a count of 1 and `key.other` otherwise, `{count}` filled in too; `t.locale`
+ * the language.
+ */
+export function translator(catalogues, locale = DEFAULT_LOCALE) {
+  const chain = [catalogues?.[locale], catalogues?.[DEFAULT_LOCALE]].filter(Boolean);
+  const text = (key) => {
+    for (const entries of chain) if (typeof entries[key] === "string") return entries[key];
+    return null;
+  };
+  const fill = (s, params) => s.replace(/\{([A-Za-z_]+)\}/g, (m, name) => (params && Object.hasOwn(params, name) ? String(params[name]) : m));
+  const t = (key, params) => fill(text(key) ?? key, params);
+  t.plural = (key, count, params) => {
+    const form = `${key}.${count === 1 ? "one" : "other"}`;
+    return fill(text(form) ?? form, { ...params, count });
+  };
+  t.locale = catalogues?.[locale] ? locale : DEFAULT_LOCALE;
+  return t;
+}
+
 // --- Markdown --------------------------------------------------------------------------------
 
 /** Longest text renderMarkdown renders (characters); the rest is cut with a note. */

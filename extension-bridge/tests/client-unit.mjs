@@ -1,13 +1,19 @@
 // Unit tests of the client library's pure parts (node --test; run by host/tests/client_unit.rs):
 // Markdown parsing (what may and may not become a link or markup), GitLab diff positions (added,
 // removed and unchanged lines, lines outside the hunks, refusals), the draft note body and its
-// fingerprint marker, and request ids. The DOM parts run in real browsers in companion-e2e.mjs.
+// fingerprint marker, request ids, and the strings: the catalogues of host/i18n (the same keys
+// and placeholders in every language; the userscript's keys all used, all there), the lookup's
+// fallbacks and plurals, the choice of language. The DOM parts run in real browsers in
+// companion-e2e.mjs.
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 
+import { buildUserscript, I18N_DIR, META_KEYS, userscriptCatalogues } from "../build.mjs";
 import {
-  diffLines, diffLineTexts, fingerprintMarker, GitLabError, markedFingerprints, MARKDOWN_MAX_CHARS, noteBody,
-  notePosition, parseMarkdown, reviewRequestId,
+  DEFAULT_LOCALE, diffLines, diffLineTexts, fingerprintMarker, GitLabError, markedFingerprints, MARKDOWN_MAX_CHARS, noteBody,
+  notePosition, parseMarkdown, pickLocale, reviewRequestId, translator,
 } from "../client/index.js";
 
 /** The text a block list would show, links as `[text](href)`. */
@@ -148,4 +154,114 @@ test("request id: same request, same id; any change or attempt, another", async 
   assert.notEqual(await reviewRequestId({ ...request, policy: { minConfidence: "high" } }), id);
   assert.notEqual(await reviewRequestId(request, 1), id);
   assert.equal(await reviewRequestId(request, 0), id);
+});
+
+// === Strings ===
+
+const catalogueFiles = readdirSync(I18N_DIR).filter((f) => f.endsWith(".json")).sort();
+const catalogues = Object.fromEntries(catalogueFiles.map((f) => [f.slice(0, -".json".length), JSON.parse(readFileSync(join(I18N_DIR, f), "utf8"))]));
+const placeholders = (text) => [...text.matchAll(/\{([^{}]*)\}/g)].map((m) => m[1]).sort();
+const userscriptSource = readFileSync(new URL("../userscript/review-locally.user.js", import.meta.url), "utf8");
+
+test("catalogues: flat, the same keys and placeholders in every language, plural pairs, no HTML", () => {
+  assert.ok(catalogues.en && catalogues["zh-CN"], `host/i18n has ${catalogueFiles.join(", ")}`);
+  for (const [lang, entries] of Object.entries(catalogues)) {
+    assert.equal(Object.getPrototypeOf(entries), Object.prototype, `${lang}.json is not one object`);
+    for (const [key, text] of Object.entries(entries)) {
+      assert.match(key, /^[a-z0-9_]+(\.[a-z0-9_]+)+$/, `${lang}.json: key ${key}`);
+      assert.equal(typeof text, "string", `${lang}.json: ${key} is not a string`);
+      assert.ok(text.trim(), `${lang}.json: ${key} is empty`);
+      for (const name of placeholders(text)) assert.match(name, /^[A-Za-z_]+$/, `${lang}.json: ${key} has the placeholder {${name}}`);
+      assert.doesNotMatch(text, /<[a-z!/]|&[a-z#]+;/i, `${lang}.json: ${key} holds HTML`);
+      const plural = key.match(/^(.*)\.(one|other)$/);
+      if (plural) assert.ok(`${plural[1]}.${plural[2] === "one" ? "other" : "one"}` in entries, `${lang}.json: ${key} without its plural pair`);
+    }
+    if (lang === "en") continue;
+    const missing = Object.keys(catalogues.en).filter((k) => !(k in entries));
+    const extra = Object.keys(entries).filter((k) => !(k in catalogues.en));
+    assert.deepEqual({ missing, extra }, { missing: [], extra: [] }, `${lang}.json against en.json`);
+    for (const key of Object.keys(entries)) {
+      assert.deepEqual(placeholders(entries[key]), placeholders(catalogues.en[key]), `${lang}.json: the placeholders of ${key}`);
+    }
+  }
+  // Chinese has one form: both keys, the same text.
+  for (const key of Object.keys(catalogues["zh-CN"]).filter((k) => k.endsWith(".one"))) {
+    assert.equal(catalogues["zh-CN"][key], catalogues["zh-CN"][key.replace(/one$/, "other")], `zh-CN.json: ${key} and its .other differ`);
+  }
+});
+
+test("catalogues: every key the userscript looks up is there, and every userscript.* key is looked up", () => {
+  // Keys are literals, so this test (and grep) finds each: no t(variable), no t(`…${x}`).
+  const dynamic = [...userscriptSource.matchAll(/(?<![\w$.])t(?:\.plural)?\((?!\s*"userscript\.)[^\n]{0,40}/g)].map((m) => m[0]);
+  assert.deepEqual(dynamic, [], "t() calls whose key is not a \"userscript.…\" literal");
+  const plurals = new Set([...userscriptSource.matchAll(/(?<![\w$.])t\.plural\(\s*"([^"]+)"/g)].map((m) => m[1]));
+  const literals = new Set([...userscriptSource.matchAll(/"(userscript\.[^"]*)"/g)].map((m) => m[1]));
+  const used = new Set(Object.values(META_KEYS));
+  for (const key of literals) {
+    if (plurals.has(key)) {
+      for (const form of ["one", "other"]) { assert.ok(`${key}.${form}` in catalogues.en, `t.plural("${key}") but no ${key}.${form} in en.json`); used.add(`${key}.${form}`); }
+      assert.ok(!(key in catalogues.en), `${key} is both a text and a plural`);
+    } else {
+      assert.ok(key in catalogues.en, `the userscript looks up ${key}, which en.json lacks`);
+      used.add(key);
+    }
+  }
+  const unused = Object.keys(catalogues.en).filter((k) => k.startsWith("userscript.") && !used.has(k));
+  assert.deepEqual(unused, [], "userscript.* keys of en.json the userscript never looks up");
+  // The metadata lines of the source are the English catalogue's.
+  for (const [field, key] of Object.entries(META_KEYS)) {
+    assert.equal(userscriptSource.match(new RegExp(`^// @${field}\\s+(.*)$`, "m"))?.[1], catalogues.en[key], `@${field} and en.json's ${key}`);
+  }
+});
+
+test("build: the userscript carries the userscript.* strings of every catalogue, and its name in each language", () => {
+  const inlined = userscriptCatalogues();
+  assert.deepEqual(Object.keys(inlined), ["en", ...Object.keys(catalogues).filter((l) => l !== "en")]);
+  for (const [lang, entries] of Object.entries(catalogues)) {
+    const mine = Object.fromEntries(Object.entries(entries).filter(([k]) => k.startsWith("userscript.")));
+    assert.deepEqual(inlined[lang], mine, `the inlined ${lang} strings`);
+  }
+  const built = buildUserscript();
+  assert.ok(!built.includes("/* @inline"), "a marker left in the built userscript");
+  const object = built.match(/const CATALOGUES = \/\*.*?\*\/ (\{[\s\S]*?\n\});/)?.[1];
+  assert.deepEqual(JSON.parse(object), inlined);
+  assert.ok(built.includes(`// @name:zh-CN   ${catalogues["zh-CN"]["userscript.meta.name"]}\n`), built.slice(0, 600));
+  assert.ok(built.includes(`// @description:zh-CN ${catalogues["zh-CN"]["userscript.meta.description"]}\n`), built.slice(0, 600));
+});
+
+test("strings: lookup in the language, else English, else the key; placeholders; plurals", () => {
+  const cats = {
+    en: { "a.hello": "Hello {name}", "a.files.one": "{count} file", "a.files.other": "{count} files", "a.only_en": "English only",
+      "a.in_dir.one": "{count} file in {dir}", "a.in_dir.other": "{count} files in {dir}" },
+    "zh-CN": { "a.hello": "你好，{name}", "a.files.one": "{count} 个文件", "a.files.other": "{count} 个文件" },
+  };
+  const zh = translator(cats, "zh-CN");
+  const en = translator(cats, "en");
+  assert.equal(zh.locale, "zh-CN");
+  assert.equal(zh("a.hello", { name: "Ada" }), "你好，Ada");
+  assert.equal(zh("a.only_en"), "English only");
+  assert.equal(zh("a.missing"), "a.missing");
+  assert.equal(en("a.hello"), "Hello {name}"); // an unfilled placeholder stays visible
+  assert.equal(en("a.hello", { name: "$& {name} $1" }), "Hello $& {name} $1"); // values are not patterns
+  assert.deepEqual([0, 1, 2, 21].map((n) => en.plural("a.files", n)), ["0 files", "1 file", "2 files", "21 files"]);
+  assert.deepEqual([1, 2].map((n) => zh.plural("a.files", n)), ["1 个文件", "2 个文件"]);
+  assert.equal(zh.plural("a.in_dir", 1, { dir: "src" }), "1 file in src"); // English for a plural zh-CN lacks
+  assert.equal(en.plural("a.nope", 2), "a.nope.other");
+  const unknown = translator(cats, "fr");
+  assert.equal(unknown.locale, DEFAULT_LOCALE);
+  assert.equal(unknown("a.hello", { name: "Ada" }), "Hello Ada");
+  // The shipped catalogues: each language's own text.
+  assert.equal(translator(catalogues, "zh-CN")("userscript.review.button"), "审查");
+  assert.equal(translator(catalogues, "en")("userscript.review.button"), "Review");
+});
+
+test("strings: the browser's languages pick a catalogue (any zh is zh-CN), else English", () => {
+  const available = ["en", "zh-CN"];
+  const cases = [
+    [["zh-CN"], "zh-CN"], [["zh"], "zh-CN"], [["zh-TW", "en"], "zh-CN"], [["zh-Hans-CN"], "zh-CN"], [["ZH_cn"], "zh-CN"],
+    [["en-US", "zh-CN"], "en"], [["fr-FR", "zh"], "zh-CN"], [["fr", "de"], "en"], [[], "en"], [undefined, "en"], [["", null], "en"],
+  ];
+  for (const [preferred, want] of cases) assert.equal(pickLocale(preferred, available), want, JSON.stringify(preferred));
+  assert.equal(pickLocale(["zh-TW"], ["en", "zh-CN", "zh-TW"]), "zh-TW"); // the exact tag first
+  assert.equal(pickLocale(["zh-TW"], Object.keys(catalogues)), "zh-CN");
 });

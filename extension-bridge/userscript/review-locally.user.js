@@ -42,10 +42,15 @@
 // token show`): paste it in the panel's ⚙ settings. It is kept in the userscript manager's own
 // storage (GM.setValue), which scripts of the GitLab page cannot read — never in the page's
 // localStorage (a token left there by version 0.1 is moved out on first run).
+//
+// Language: every text it shows comes from the `userscript.*` keys of host/i18n/<lang>.json
+// (English and Simplified Chinese, shared with the gateway's settings page; build.mjs inlines
+// them below), in the browser's language or the one chosen in ⚙ ("Interface language").
 (async () => {
   "use strict";
 
   /* @inline client/index.js */
+  const CATALOGUES = /* @inline host/i18n */ {};
 
   // Managers run the script at document-idle (@run-at); anything that injects it earlier waits.
   if (document.readyState === "loading") await new Promise((r) => document.addEventListener("DOMContentLoaded", r, { once: true }));
@@ -79,6 +84,22 @@
     })().catch((e) => { settingsPromise = null; throw e; });
     return settingsPromise;
   }
+  // --- Language: the one chosen in ⚙, else the browser's ---
+  let t = null;
+  const useLanguage = (choice) => {
+    const wanted = choice ? [choice] : navigator.languages?.length ? navigator.languages : [navigator.language];
+    t = translator(CATALOGUES, pickLocale(wanted, Object.keys(CATALOGUES)));
+  };
+  useLanguage((await loadSettings().catch(() => ({}))).uiLanguage);
+  /** Labels of the protocol's values (a value this script does not know shows as it is). */
+  const stageLabel = (s) => ({ resolve: t("userscript.stage.resolve"), diff: t("userscript.stage.diff"), rules: t("userscript.stage.rules"),
+    model: t("userscript.stage.model"), validate: t("userscript.stage.validate"), done: t("userscript.stage.done") })[s] ?? s;
+  const severityLabel = (s) => ({ critical: t("userscript.severity.critical"), high: t("userscript.severity.high"), medium: t("userscript.severity.medium"),
+    low: t("userscript.severity.low"), info: t("userscript.severity.info") })[s] ?? s;
+  const confidenceLabel = (c) => ({ high: t("userscript.confidence.high"), medium: t("userscript.confidence.medium"), low: t("userscript.confidence.low") })[c] ?? c;
+  const sourceLabel = (f) => ({ rule: t("userscript.source.rule"), model: t("userscript.source.model"),
+    analyzer: t("userscript.source.analyzer", { name: f.analyzer ?? "" }).trim() })[f.source] ?? f.source;
+
   let mrState = await storage.getValue(mrKey, {});
   const saveState = (patch) => { mrState = { ...mrState, ...patch }; return storage.setValue(mrKey, mrState); };
   /** Keeps a run's last seq: at once in memory, in storage at most every 500 ms (a storage write
@@ -98,7 +119,13 @@
     node.append(...children.flat().filter((c) => c != null && c !== false));
     return node;
   }
-  const button = (action, text, title = "") => el("button", { type: "button", className: "rag-btn", title, data: { ragAction: action } }, text);
+  const button = (action, text = "", title = "") => el("button", { type: "button", className: "rag-btn", title, data: { ragAction: action } }, text);
+  /** Sets a button's text and tooltip; `ariaLabel` names one whose text is a symbol (⚙, ×). */
+  const label = (node, text, title = "", ariaLabel = null) => {
+    Object.assign(node, { textContent: text, title });
+    if (ariaLabel) node.setAttribute("aria-label", ariaLabel);
+    return node;
+  };
   const describe = (error) => `${error.code ? `${error.code}: ` : ""}${error.message}${error.remediation ? ` — ${error.remediation}` : ""}`;
   const lineLabel = (f) => (f.endLine && f.endLine !== f.startLine ? `L${f.startLine}–${f.endLine}` : `L${f.startLine}`);
   const blobUrl = (path, start, end, sha) => `${page.base}/${page.projectPath}/-/blob/${sha}/${path.split("/").map(encodeURIComponent).join("/")}#L${start}${end && end !== start ? `-${end}` : ""}`;
@@ -107,11 +134,12 @@
 
   // --- The panel ---
   const ui = {
-    review: button("review", "Review"),
-    newCommits: button("review-new-commits", "Review new commits", "Review only the commits pushed since the last review; its findings are kept"),
-    cancel: button("cancel", "Cancel"),
-    settingsButton: button("settings", "⚙", "Gateway settings"),
-    collapse: button("collapse", "–", "Fold the panel"),
+    heading: el("b"),
+    review: button("review"),
+    newCommits: button("review-new-commits"),
+    cancel: button("cancel"),
+    settingsButton: button("settings"),
+    collapse: button("collapse"),
     status: el("span", { className: "rag-status" }),
     progress: el("div", { className: "rag-progress", data: { rag: "progress" } }),
     error: el("div", { className: "rag-error", data: { rag: "error" } }),
@@ -120,14 +148,30 @@
     skipped: el("details", { className: "rag-skipped", data: { rag: "skipped" }, hidden: true }),
     chat: el("div", { className: "rag-chat", data: { rag: "chat", state: "idle" }, hidden: true }),
     settings: el("form", { className: "rag-settings", data: { rag: "settings" }, hidden: true }),
-    ask: Object.assign(button("ask", "Ask about the selection"), { className: "rag-btn rag-ask", hidden: true }),
+    ask: Object.assign(button("ask"), { className: "rag-btn rag-ask", hidden: true }),
   };
   ui.newCommits.hidden = true;
   ui.cancel.hidden = true;
   const panel = el("div", { id: "review-agent-gateway", className: "rag-panel", data: { state: "idle", markup: diffMarkup(document) } },
-    el("div", { className: "rag-bar" }, el("b", {}, "Review locally"), ui.review, ui.newCommits, ui.cancel, ui.settingsButton, ui.collapse),
+    el("div", { className: "rag-bar" }, ui.heading, ui.review, ui.newCommits, ui.cancel, ui.settingsButton, ui.collapse),
     ui.status, ui.progress, ui.error, ui.settings, ui.dismissed, ui.unplaced, ui.skipped, ui.chat);
   document.body.append(panel, ui.ask);
+  /** The panel's own texts, in the interface language (again when ⚙ changes it). */
+  function labelPanel() {
+    panel.lang = ui.ask.lang = t.locale;
+    ui.heading.textContent = t("userscript.panel.title");
+    label(ui.review, t("userscript.review.button"));
+    label(ui.newCommits, t("userscript.review_new_commits.button"), t("userscript.review_new_commits.title"));
+    label(ui.cancel, t("userscript.cancel.button"));
+    label(ui.settingsButton, "⚙", t("userscript.settings.button"), t("userscript.settings.button"));
+    labelCollapse();
+  }
+  function labelCollapse() {
+    const folded = Boolean(panel.dataset.collapsed);
+    const text = folded ? t("userscript.panel.unfold") : t("userscript.panel.fold");
+    label(ui.collapse, folded ? "+" : "–", text, text);
+  }
+  labelPanel();
 
   function setState(state, text) {
     panel.dataset.state = state;
@@ -145,9 +189,9 @@
     const settings = await loadSettings().catch(() => ({}));
     let remediation = error.remediation ?? null;
     if (error.code === "auth.token_missing" || error.code === "auth.token_invalid") {
-      remediation = "Paste the token of `review-agent-gateway token show` in ⚙ (kept in your userscript manager), then press Review.";
+      remediation = t("userscript.error.token_missing", { command: "review-agent-gateway token show" });
     } else if (error.code === "gateway.unavailable" && !settings.token) {
-      remediation = `${remediation ?? ""} Without the companion extension, paste the token of \`review-agent-gateway token show\` in ⚙.`.trim();
+      remediation = `${remediation ?? ""} ${t("userscript.error.no_extension", { command: "review-agent-gateway token show" })}`.trim();
     }
     ui.error.textContent = describe({ ...error, code: error.code, message: error.message, remediation });
   }
@@ -193,24 +237,25 @@
     d.findings = shown;
     if (summary) { d.filesReviewed = summary.reviewed; d.filesSkipped = summary.skipped; }
     ui.progress.replaceChildren(
-      el("span", { className: "rag-stages" }, ...STAGES.filter((s) => s !== "model" || view.hasModel).map((s) => el("span", { className: `rag-stage${s === view.stage ? " rag-current" : ""}${STAGES.indexOf(s) < STAGES.indexOf(view.stage) ? " rag-past" : ""}` }, s))),
+      el("span", { className: "rag-stages" }, ...STAGES.filter((s) => s !== "model" || view.hasModel).map((s) => el("span", { className: `rag-stage${s === view.stage ? " rag-current" : ""}${STAGES.indexOf(s) < STAGES.indexOf(view.stage) ? " rag-past" : ""}`, data: { stage: s } }, stageLabel(s)))),
       el("span", {}, [
-        view.files != null ? `${view.files} file${view.files === 1 ? "" : "s"}` : null,
-        summary ? `${summary.reviewed} reviewed, ${summary.skipped} skipped` : null,
-        `${shown} finding${shown === 1 ? "" : "s"}`,
-        view.tool ? `model: ${view.tool}` : null,
+        view.files != null ? t.plural("userscript.progress.files", view.files) : null,
+        summary ? t("userscript.progress.reviewed_skipped", { reviewed: summary.reviewed, skipped: summary.skipped }) : null,
+        t.plural("userscript.progress.findings", shown),
+        view.tool ? t("userscript.progress.tool", { tool: view.tool }) : null,
       ].filter(Boolean).join(" · ")));
     const hidden = [...view.findings.values()].filter((f) => f.status === "dismissed").length;
-    ui.dismissed.replaceChildren(...(hidden ? [`${hidden} dismissed `, button("show-dismissed", panel.dataset.showDismissed ? "hide" : "show")] : []));
+    ui.dismissed.replaceChildren(...(hidden ? [`${t.plural("userscript.dismissed.count", hidden)} `,
+      button("show-dismissed", panel.dataset.showDismissed ? t("userscript.dismissed.hide") : t("userscript.dismissed.show"))] : []));
   }
 
   function evidenceLinks(finding) {
     const others = (finding.evidence ?? []).filter((e) => e.path !== finding.path || e.startLine > finding.endLine || e.endLine < finding.startLine);
     if (!others.length) return null;
-    return el("div", { className: "rag-evidence" }, "See also: ", ...others.flatMap((e, i) => {
+    return el("div", { className: "rag-evidence" }, t("userscript.finding.see_also"), ...others.flatMap((e, i) => {
       const link = el("a", { href: blobUrl(e.path, e.startLine, e.endLine, view.headSha), target: "_blank", rel: "noopener noreferrer", title: e.quote ?? "", data: { path: e.path, line: e.startLine } }, `${e.path}:${lineLabel(e)}`);
       link.addEventListener("click", (event) => { if (jumpTo(e.path, "new", e.startLine)) event.preventDefault(); });
-      return i ? [", ", link] : [link];
+      return i ? [t("userscript.list.separator"), link] : [link];
     }));
   }
 
@@ -270,9 +315,9 @@
       const body = el("div", { className: "rag-body" }, el("div", { className: "rag-markdown" }, renderMarkdown(f.content ?? "")));
       const list = el("ul", { className: "rag-occurrences" });
       const count = el("span", { className: "rag-count" });
-      const summary = el("summary", {}, el("span", { className: `rag-sev rag-sev-${f.severity}` }, f.severity), " ", el("b", {}, f.title), " ", count);
+      const summary = el("summary", {}, el("span", { className: `rag-sev rag-sev-${f.severity}` }, severityLabel(f.severity)), " ", el("b", {}, f.title), " ", count);
       const details = el("details", { open: true }, summary,
-        el("div", { className: "rag-meta" }, `${f.confidence} confidence · ${f.source === "analyzer" ? `analyzer ${f.analyzer ?? ""}` : f.source}${f.ruleId ? ` · ${f.ruleId}` : ""}`),
+        el("div", { className: "rag-meta" }, [t("userscript.finding.confidence", { confidence: confidenceLabel(f.confidence) }), sourceLabel(f), f.ruleId].filter(Boolean).join(" · ")),
         body, list);
       const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, severity: f.severity, count: 0 } }, details);
       group = { node, details, body, list, countNode: count, count: 0, first: f, evidence: new Set() };
@@ -287,12 +332,12 @@
     const evidence = evidenceLinks(f);
     if (evidence && !group.evidence.has(evidence.textContent)) { group.evidence.add(evidence.textContent); group.body.append(evidence); }
 
-    const publish = button("publish", "Add draft comment", "Create a draft note in your pending GitLab review");
-    const dismiss = button("dismiss", "Dismiss", "Hide this finding here and in later reviews");
+    const publish = button("publish", t("userscript.finding.publish.button"), t("userscript.finding.publish.title"));
+    const dismiss = button("dismiss", t("userscript.finding.dismiss.button"), t("userscript.finding.dismiss.title"));
     const where = el("a", { href: blobUrl(f.path, f.startLine, f.endLine, view.headSha), className: "rag-where" }, `${f.path}:${lineLabel(f)}`);
     where.addEventListener("click", (event) => { if (jumpTo(f.path, f.side, f.startLine)) event.preventDefault(); });
     const item = el("li", { className: "rag-finding", data: { fingerprint: f.fingerprint, path: f.path, line: f.startLine, side: f.side, severity: f.severity, status: f.status, carriedOver: f.carriedOver ? "true" : null } },
-      where, f.carriedOver ? [" ", el("span", { className: "rag-tag" }, "earlier review")] : null, " ", publish, " ", dismiss,
+      where, f.carriedOver ? [" ", el("span", { className: "rag-tag", title: t("userscript.finding.carried_over.title") }, t("userscript.finding.carried_over.label"))] : null, " ", publish, " ", dismiss,
       el("span", { className: "rag-note" }), suggestionDiff(f));
     group.list.append(item);
     view.items.set(f.fingerprint, item);
@@ -313,7 +358,7 @@
   function addPointer(group, f) {
     const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
     if (!row) return null;
-    const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${f.title} (see ${lineLabel(group.first)})`);
+    const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${t("userscript.finding.pointer", { title: f.title, line: lineLabel(group.first) })}`);
     view.refs.push(ref);
     ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
     insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;
@@ -329,7 +374,7 @@
     if (f.status !== "dismissed") f.status = "published";
     item.dataset.status = f.status;
     const publish = item.querySelector('[data-rag-action="publish"]');
-    Object.assign(publish, { disabled: true, textContent: kind === "draft" ? "Draft comment exists" : "Comment exists" });
+    Object.assign(publish, { disabled: true, textContent: kind === "draft" ? t("userscript.finding.draft_exists") : t("userscript.finding.comment_exists") });
     publish.dataset.published = "true";
   }
 
@@ -337,7 +382,7 @@
   function countPlaces(group, path) {
     const show = Boolean(panel.dataset.showDismissed);
     const n = show ? group.count : [...group.list.children].filter((i) => i.dataset.status !== "dismissed").length;
-    group.countNode.textContent = n > 1 ? `(${n} places in ${path})` : "";
+    group.countNode.textContent = n > 1 ? t.plural("userscript.finding.places", n, { path }) : "";
   }
 
   function refreshHidden() {
@@ -357,18 +402,19 @@
     const publish = item.querySelector('[data-rag-action="publish"]');
     const note = item.querySelector(".rag-note");
     publish.disabled = true;
-    note.textContent = " posting…";
+    note.textContent = ` ${t("userscript.finding.posting")}`;
     try {
       const mr = await gitlab.mergeRequest();
       if (mr.diffRefs.headSha !== view.headSha) {
-        throw new GitLabError("review.outdated", `the merge request is now at ${mr.diffRefs.headSha.slice(0, 8)}, this review was of ${view.headSha.slice(0, 8)}`, "Review again (or review the new commits) before commenting, so the comment lands on the right line.");
+        throw new GitLabError("review.outdated", t("userscript.error.outdated.message", { head: mr.diffRefs.headSha.slice(0, 8), reviewed: view.headSha.slice(0, 8) }),
+          t("userscript.error.outdated.remediation"));
       }
       // Fresh from GitLab, so a note added meanwhile (another tab, a colleague) is not repeated.
       view.noted = await gitlab.notedFingerprints();
       if (!view.noted.has(f.fingerprint)) {
         if (diffsCache?.head !== mr.diffRefs.headSha) diffsCache = { head: mr.diffRefs.headSha, diffs: await gitlab.diffs() };
         const file = diffsCache.diffs.find((d) => (f.side === "old" ? d.old_path : d.new_path) === f.path);
-        if (!file) throw new GitLabError("gitlab.position_unavailable", `${f.path} is not in this merge request's diff`, "Comment on it by hand.");
+        if (!file) throw new GitLabError("gitlab.position_unavailable", t("userscript.error.not_in_diff.message", { path: f.path }), t("userscript.error.not_in_diff.remediation"));
         const position = notePosition(file, f.side, f.startLine, mr.diffRefs);
         await gitlab.createDraftNote(noteBody(f, diffLineTexts(file, f.side, f.startLine, f.endLine)), position);
         view.noted.set(f.fingerprint, "draft");
@@ -389,7 +435,8 @@
       if (undo) await g.undismiss(project, f.fingerprint); else await g.dismiss(project, f);
       f.status = undo ? "draft" : "dismissed";
       item.dataset.status = f.status;
-      item.querySelector('[data-rag-action="dismiss"]').textContent = undo ? "Dismiss" : "Restore";
+      label(item.querySelector('[data-rag-action="dismiss"]'), undo ? t("userscript.finding.dismiss.button") : t("userscript.finding.restore.button"),
+        undo ? t("userscript.finding.dismiss.title") : t("userscript.finding.restore.title"));
       if (undo) markNoted(f.fingerprint);
       refreshHidden();
     } catch (error) {
@@ -400,7 +447,7 @@
   // --- Runs ---
   /** Follows a run's events (a new review, or the stored one after a reload) into the view. */
   async function follow(events, { restoring = false } = {}) {
-    setState("running", restoring ? "reattached to the review…" : "reviewing…");
+    setState("running", restoring ? t("userscript.status.reattached") : t("userscript.status.reviewing"));
     let createdAt = null; // when the gateway created the run (an earlier one, for a replay)
     try {
       for await (const event of events) {
@@ -428,23 +475,25 @@
             break;
           case "tool.started": view.tool = event.tool; renderProgress(); break;
           case "finding.created": queueFinding(event.finding); break;
-          case "run.completed":
+          case "run.completed": {
             finish(event);
-            setState("done", `reviewed ${view.headSha.slice(0, 8)}${event.fromCache ? " (from cache)" : ""} via ${panel.dataset.transport}`);
+            const done = { head: view.headSha.slice(0, 8), transport: panel.dataset.transport };
+            setState("done", event.fromCache ? t("userscript.status.done_cached", done) : t("userscript.status.done", done));
             await saveState({ state: "completed", completed: { runId: event.runId, headSha: view.headSha } });
             break;
+          }
           case "run.failed":
             finish(event);
-            setState("failed", "the review failed");
+            setState("failed", t("userscript.status.failed"));
             showError(event.error ?? {});
             await saveState({ state: "failed" });
             break;
           case "run.cancelled":
-            setState("cancelled", "cancelled");
+            setState("cancelled", t("userscript.status.cancelled"));
             await saveState({ state: "cancelled" });
             break;
           case "run.interrupted":
-            setState(restoring ? "interrupted" : "running", restoring ? "the gateway stopped during this review: press Review to resume it" : "the gateway stopped; resuming…");
+            setState(restoring ? "interrupted" : "running", restoring ? t("userscript.status.interrupted") : t("userscript.status.resuming"));
             break;
           default: break;
         }
@@ -455,7 +504,7 @@
       if (restoring && error.code === "run.not_found") { await storage.deleteValue(mrKey); mrState = {}; setState("idle", ""); return { state: "idle" }; }
       setState("error", "");
       if (error.code === "gateway.unavailable" && mrState.runId) {
-        error.remediation = `${error.remediation ?? ""} Once it runs again, press Review: the review resumes where it stopped.`.trim();
+        error.remediation = `${error.remediation ?? ""} ${t("userscript.error.resume_later")}`.trim();
       }
       showError(error);
     }
@@ -471,10 +520,11 @@
       // Files an incremental review left alone are not "not reviewed": their findings came along.
       const unchanged = skipped.filter((s) => s.reason === "unchanged_since").length;
       const other = skipped.length - unchanged;
-      const files = (n) => `${n} file${n === 1 ? "" : "s"}`;
       ui.skipped.hidden = false;
-      ui.skipped.replaceChildren(el("summary", {}, [other ? `${files(other)} not reviewed` : null, unchanged ? `${files(unchanged)} unchanged since the last review` : null].filter(Boolean).join(", ")),
-        el("ul", {}, ...skipped.map((s) => el("li", { data: { path: s.path, reason: s.reason } }, `${s.path} — ${s.reason === "unchanged_since" ? "unchanged since the last review" : s.reason}${s.detail ? ` (${s.detail})` : ""}`))));
+      ui.skipped.replaceChildren(el("summary", {}, [other ? t.plural("userscript.skipped.not_reviewed", other) : null,
+        unchanged ? t.plural("userscript.skipped.unchanged", unchanged) : null].filter(Boolean).join(t("userscript.skipped.separator"))),
+        el("ul", {}, ...skipped.map((s) => el("li", { data: { path: s.path, reason: s.reason } },
+          `${s.path} — ${s.reason === "unchanged_since" ? t("userscript.skipped.reason.unchanged_since") : s.reason}${s.detail ? ` (${s.detail})` : ""}`))));
     }
   }
 
@@ -482,12 +532,12 @@
     const [dismissals, noted] = await Promise.allSettled([gateway().then((g) => g.dismissals(project)), gitlab.notedFingerprints()]);
     if (dismissals.status === "fulfilled") for (const d of dismissals.value.dismissals ?? []) view.dismissed.add(d.fingerprint);
     if (noted.status === "fulfilled") view.noted = noted.value;
-    else ui.error.textContent = `Comments on this merge request could not be read: ${describe(noted.reason)}`;
+    else ui.error.textContent = t("userscript.error.notes_unreadable", { error: describe(noted.reason) });
     for (const f of view.findings.values()) {
       if (view.dismissed.has(f.fingerprint) && f.status !== "dismissed") {
         f.status = "dismissed";
         const item = view.items.get(f.fingerprint);
-        if (item) { item.dataset.status = "dismissed"; item.querySelector('[data-rag-action="dismiss"]').textContent = "Restore"; }
+        if (item) { item.dataset.status = "dismissed"; label(item.querySelector('[data-rag-action="dismiss"]'), t("userscript.finding.restore.button"), t("userscript.finding.restore.title")); }
       }
       markNoted(f.fingerprint);
     }
@@ -495,7 +545,7 @@
   }
 
   async function review({ incremental = false } = {}) {
-    setState("connecting", "connecting…");
+    setState("connecting", t("userscript.status.connecting"));
     try {
       const [g, mr, settings] = await Promise.all([gateway(), gitlab.mergeRequest(), loadSettings()]);
       const since = incremental ? mrState.completed : null;
@@ -558,7 +608,7 @@
     let mrHead;
     try { mrHead = (await pageMergeRequest()).diffRefs.headSha; } catch { return; }
     ui.newCommits.hidden = !(mrState.completed && mrState.completed.headSha !== mrHead);
-    if (!ui.newCommits.hidden) ui.newCommits.title = `Review the commits since ${mrState.completed.headSha.slice(0, 8)}; the findings of that review are kept`;
+    if (!ui.newCommits.hidden) ui.newCommits.title = t("userscript.review_new_commits.title_since", { head: mrState.completed.headSha.slice(0, 8) });
   }
 
   ui.review.addEventListener("click", () => review());
@@ -566,7 +616,7 @@
   let cancelRequested = false;
   async function cancelRun() {
     cancelRequested = !mrState.runId; // no id yet: cancelled as soon as run.created brings it
-    if (cancelRequested) { ui.status.textContent = "cancelling…"; return; }
+    if (cancelRequested) { ui.status.textContent = t("userscript.status.cancelling"); return; }
     try { await (await gateway()).cancel(mrState.runId, "user_cancelled"); } catch (error) { showError(error); }
   }
   ui.cancel.addEventListener("click", cancelRun);
@@ -579,12 +629,17 @@
   // --- Settings ---
   ui.settingsButton.addEventListener("click", async () => {
     const s = await loadSettings();
-    const field = (name, label, value, type = "text") => el("label", {}, label, " ", el("input", { name, type, value: value ?? "", autocomplete: "off" }));
+    const field = (name, text, value, type = "text") => el("label", {}, text, " ", el("input", { name, type, value: value ?? "", autocomplete: "off" }));
+    // Each language under its own name; "" follows the browser.
+    const language = el("select", { name: "uiLanguage" }, el("option", { value: "" }, t("userscript.settings.language.auto")),
+      ...Object.keys(CATALOGUES).map((code) => el("option", { value: code }, translator(CATALOGUES, code)("userscript.language.name"))));
+    language.value = CATALOGUES[s.uiLanguage] ? s.uiLanguage : "";
     ui.settings.replaceChildren(
-      field("token", "Token", s.token, "password"), field("port", "Port", s.port ?? DEFAULT_PORT, "number"),
-      field("providerId", "Provider", s.providerId), field("model", "Model", s.model),
-      el("small", {}, storage !== memoryStorage ? "Kept in the userscript manager's storage, not in the page's." : "Not kept: this userscript manager offers no GM.setValue."),
-      button("save-settings", "Save"));
+      field("token", t("userscript.settings.token"), s.token, "password"), field("port", t("userscript.settings.port"), s.port ?? DEFAULT_PORT, "number"),
+      field("providerId", t("userscript.settings.provider"), s.providerId), field("model", t("userscript.settings.model"), s.model),
+      el("label", {}, t("userscript.settings.language.label"), " ", language),
+      el("small", {}, storage !== memoryStorage ? t("userscript.settings.kept") : t("userscript.settings.not_kept")),
+      button("save-settings", t("userscript.settings.save")));
     ui.settings.hidden = !ui.settings.hidden;
   });
   ui.settings.addEventListener("click", async (event) => {
@@ -595,15 +650,22 @@
     await storage.setValue("settings", s);
     settingsPromise = Promise.resolve(s);
     gatewayPromise = null;
+    const before = t.locale;
+    useLanguage(s.uiLanguage);
+    const relabel = t.locale !== before;
+    if (relabel) { labelPanel(); updateNewCommits(); }
     ui.settings.hidden = true;
     ui.error.textContent = ""; // an error about the old settings no longer holds
     if (panel.dataset.state === "error") setState("idle", "");
-    ui.status.textContent = "settings saved: press Review";
+    ui.status.textContent = t("userscript.settings.saved");
+    // Another language: the review shown is shown again in it (its events replayed, as after a
+    // reload); one still running shows what comes next in it.
+    if (relabel && mrState.runId && !["running", "connecting"].includes(panel.dataset.state)) await restore();
+    else if (relabel && view) renderProgress();
   });
   ui.collapse.addEventListener("click", () => {
-    const folded = !panel.dataset.collapsed;
-    if (folded) panel.dataset.collapsed = "true"; else delete panel.dataset.collapsed;
-    Object.assign(ui.collapse, { textContent: folded ? "+" : "–", title: folded ? "Unfold the panel" : "Fold the panel" });
+    if (panel.dataset.collapsed) delete panel.dataset.collapsed; else panel.dataset.collapsed = "true";
+    labelCollapse();
   });
 
   // Files GitLab renders later (Rapid Diffs streams them, the Vue diffs load them as you scroll):
@@ -638,7 +700,7 @@
       selection = lines;
       const rect = s.getRangeAt(0).getBoundingClientRect();
       Object.assign(ui.ask.style, { top: `${window.scrollY + rect.bottom + 4}px`, left: `${window.scrollX + rect.left}px` });
-      ui.ask.textContent = `Ask about ${lines.path}:${lineLabel(lines)}`;
+      ui.ask.textContent = t("userscript.chat.ask", { where: `${lines.path}:${lineLabel(lines)}` });
       ui.ask.hidden = false;
     }, 120);
   });
@@ -648,10 +710,11 @@
     ui.chat.hidden = false;
     ui.chat.dataset.state = "idle";
     ui.chat.replaceChildren(
-      el("div", { className: "rag-chat-context" }, `About ${selection.path}:${lineLabel(selection)}`, " ", button("close-chat", "×")),
+      el("div", { className: "rag-chat-context" }, t("userscript.chat.about", { where: `${selection.path}:${lineLabel(selection)}` }), " ",
+        label(button("close-chat"), "×", t("userscript.chat.close"), t("userscript.chat.close"))),
       el("div", { className: "rag-chat-log" }),
-      el("textarea", { name: "question", rows: 3, placeholder: "Ask about these lines…" }),
-      button("send", "Send"), " ", Object.assign(button("stop", "Stop"), { disabled: true }));
+      el("textarea", { name: "question", rows: 3, placeholder: t("userscript.chat.placeholder"), ariaLabel: t("userscript.chat.question") }),
+      button("send", t("userscript.chat.send")), " ", Object.assign(button("stop", t("userscript.chat.stop")), { disabled: true }));
     ui.chat.querySelector("textarea").focus();
   });
   ui.chat.addEventListener("click", (event) => {
@@ -702,12 +765,14 @@
           if (li) {
             li.dataset.state = "completed";
             li.dataset.ok = String(event.ok);
-            li.append(el("details", {}, el("summary", {}, event.ok ? `done${event.durationMs != null ? ` in ${event.durationMs} ms` : ""}` : `failed: ${event.error?.code ?? ""}`),
+            const outcome = !event.ok ? t("userscript.chat.tool.failed", { code: event.error?.code ?? "" })
+              : event.durationMs != null ? t("userscript.chat.tool.done_in", { ms: event.durationMs }) : t("userscript.chat.tool.done");
+            li.append(el("details", {}, el("summary", {}, outcome),
               el("pre", {}, event.outputPreview ?? event.error?.message ?? "")));
           }
         }
-        if (event.type === "run.failed") throw Object.assign(new Error(event.error?.message ?? "the chat failed"), event.error ?? {});
-        if (event.type === "run.cancelled") { ui.chat.dataset.state = "stopped"; text += text ? " *(stopped)*" : "*(stopped)*"; }
+        if (event.type === "run.failed") throw Object.assign(new Error(event.error?.message ?? t("userscript.chat.failed")), event.error ?? {});
+        if (event.type === "run.cancelled") { ui.chat.dataset.state = "stopped"; text += `${text ? " " : ""}*${t("userscript.chat.stopped")}*`; }
       }
       render();
       if (ui.chat.dataset.state === "running") ui.chat.dataset.state = "done";
