@@ -36,6 +36,10 @@
 //  9. Rapid Diffs' parallel view, the Vue and classic markups: findings under their lines.
 // 10. GitLab under the path prefix /gitlab: the REST calls go under it.
 // 11. dark mode (html.gl-dark): the panel is readable on the dark page.
+// 12. the interface language: 简体中文 chosen in the settings dialog, the panel in Chinese (and
+//     still after a reload); "Automatic" then follows the browser, English here.
+// The browsers run with an English UI language (LANGUAGE=en), so "Automatic" is English in the
+// steps before 12, whose checks read some of the panel's English texts.
 // Screenshots: <artifacts>/<browser>-<state>.png. Exits 1 with a message on the first failure.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -326,7 +330,8 @@ async function main() {
     userscriptPath = join(dist, "review-locally.user.js");
   }
   const userscript = readFileSync(userscriptPath, "utf8");
-  const page = await launch(browser, { initScripts: [gmStandinSource(), pageHelpersSource(), asManagerRunsIt(userscript)], env });
+  const page = await launch(browser, { initScripts: [gmStandinSource(), pageHelpersSource(), asManagerRunsIt(userscript)],
+    env: { ...env, LANGUAGE: "en", LC_ALL: "C.UTF-8" } });
   cleanups.push(() => page.close());
   say(`launched; stand-ins up in ${Date.now() - started} ms`);
 
@@ -704,6 +709,54 @@ async function main() {
     check(colours.dark && colours.background < 0.35 && colours.findingBackground < 0.35 && colours.text > 0.6, `dark mode colours (luminance 0–1): ${JSON.stringify(colours)}`);
     await shot(page, "dark");
     say(`dark mode: panel background luminance ${colours.background.toFixed(2)}, text ${colours.text.toFixed(2)}`);
+  });
+
+  // --- 12. the interface language chosen in ⚙ ---
+  await stage(async () => {
+    step = "language";
+    await page.goto(standin.url(`${MR}/1/diffs?markup=rapid`));
+    await waitPanel(page);
+    await waitState(page, ["done"], 15000);
+    const panelTexts = () => {
+      const panel = window.__t.panel();
+      return { state: panel.dataset.state, lang: panel.lang, languages: navigator.languages,
+        review: panel.querySelector('button[data-rag-action="review"]').textContent,
+        status: panel.querySelector(".rag-status").textContent,
+        settingsTitle: panel.querySelector('button[data-rag-action="settings"]').getAttribute("aria-label"),
+        finding: document.querySelector('.rag-finding button[data-rag-action="dismiss"]')?.textContent ?? null };
+    };
+    /** An in-page function of the panel's texts: `cond(texts)`. */
+    const onTexts = (cond) => new Function(`return (${cond})((${panelTexts})());`);
+    const english = await page.evaluate(panelTexts);
+    check(english.review === "Review" && english.lang === "en", `"Automatic" with the browser's ${JSON.stringify(english.languages)}: ${JSON.stringify(english)}`);
+    /** Chooses `value` in the settings dialog's "Interface language" and saves; the menu's options. */
+    const chooseLanguage = async (value) => {
+      await click(page, "settings");
+      const options = await waitIn(page, "the settings dialog's interface language menu", (v) => {
+        const select = document.querySelector('[data-rag="settings"] select[name="uiLanguage"]');
+        if (!window.__t.visible(select)) return null;
+        const options = [...select.options].map((o) => `${o.value}=${o.textContent}`);
+        select.value = v;
+        select.dispatchEvent(new Event("change", { bubbles: true }));
+        return options;
+      }, value, 5000);
+      await click(page, "save-settings", '[data-rag="settings"]');
+      return options;
+    };
+    const options = await chooseLanguage("zh-CN");
+    check(JSON.stringify(options) === JSON.stringify(["=Automatic", "en=English", "zh-CN=简体中文"]), `the interface language menu: ${JSON.stringify(options)}`);
+    const chinese = await waitIn(page, "the panel in Chinese", onTexts((p) => p.state === "done" && p.review === "审查" && p.status.startsWith("已审查") && p), null, 20000);
+    check(chinese.lang === "zh-CN" && chinese.settingsTitle === "网关设置" && /[\u4e00-\u9fff]/.test(chinese.finding ?? ""), `the panel in Chinese: ${JSON.stringify(chinese)}`);
+    check(standin.gm.get("settings")?.uiLanguage === "zh-CN" && standin.gm.get("settings")?.token === token, `GM settings: ${JSON.stringify({ ...standin.gm.get("settings"), token: "…" })}`);
+    await shot(page, "zh-CN");
+    await page.reload();
+    await waitPanel(page);
+    const reloaded = await waitIn(page, "the panel in Chinese after a reload", onTexts((p) => p.state === "done" && p), null, 15000);
+    check(reloaded.review === "审查" && reloaded.status.startsWith("已审查"), `after a reload: ${JSON.stringify(reloaded)}`);
+    await chooseLanguage("");
+    const automatic = await waitIn(page, "the panel in English again", onTexts((p) => p.state === "done" && p.review === "Review" && p.status.startsWith("reviewed") && p), null, 20000);
+    check(!("uiLanguage" in (standin.gm.get("settings") ?? {})), `"Automatic" stored: ${JSON.stringify({ ...standin.gm.get("settings"), token: "…" })}`);
+    say(`language: 简体中文 chosen in ⚙: Review button "${chinese.review}", status "${chinese.status}", a finding's "${chinese.finding}"; kept after a reload; Automatic is ${automatic.lang} again`);
   });
 
   step = "end";

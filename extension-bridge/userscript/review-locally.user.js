@@ -319,7 +319,7 @@
       const details = el("details", { open: true }, summary,
         el("div", { className: "rag-meta" }, [t("userscript.finding.confidence", { confidence: confidenceLabel(f.confidence) }), sourceLabel(f), f.ruleId].filter(Boolean).join(" · ")),
         body, list);
-      const node = el("div", { className: "rag-group", data: { ruleId: f.ruleId ?? "", path: f.path, severity: f.severity, count: 0 } }, details);
+      const node = el("div", { className: "rag-group", lang: t.locale, data: { ruleId: f.ruleId ?? "", path: f.path, severity: f.severity, count: 0 } }, details);
       group = { node, details, body, list, countNode: count, count: 0, first: f, evidence: new Set() };
       view.groups.set(key, group);
       const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
@@ -328,7 +328,6 @@
     group.count++;
     group.node.dataset.count = group.count;
     if (group.count === 2) group.details.open = false; // several places: one item to expand
-    countPlaces(group, f.path);
     const evidence = evidenceLinks(f);
     if (evidence && !group.evidence.has(evidence.textContent)) { group.evidence.add(evidence.textContent); group.body.append(evidence); }
 
@@ -340,6 +339,7 @@
       where, f.carriedOver ? [" ", el("span", { className: "rag-tag", title: t("userscript.finding.carried_over.title") }, t("userscript.finding.carried_over.label"))] : null, " ", publish, " ", dismiss,
       el("span", { className: "rag-note" }), suggestionDiff(f));
     group.list.append(item);
+    countPlaces(group, f.path); // (with this item: it counts the list's)
     view.items.set(f.fingerprint, item);
     publish.addEventListener("click", () => publishFinding(f, item));
     dismiss.addEventListener("click", () => dismissFinding(f, item));
@@ -358,7 +358,7 @@
   function addPointer(group, f) {
     const row = findDiffRow(document, f.path, f.side, f.startLine, view.diffIndex);
     if (!row) return null;
-    const ref = el("a", { href: "#", className: "rag-ref", data: { fingerprint: f.fingerprint } }, `⚑ ${t("userscript.finding.pointer", { title: f.title, line: lineLabel(group.first) })}`);
+    const ref = el("a", { href: "#", className: "rag-ref", lang: t.locale, data: { fingerprint: f.fingerprint } }, `⚑ ${t("userscript.finding.pointer", { title: f.title, line: lineLabel(group.first) })}`);
     view.refs.push(ref);
     ref.addEventListener("click", (event) => { event.preventDefault(); group.details.open = true; group.node.scrollIntoView({ block: "center" }); });
     insertAfterRow(row, ref, "rag-row").dataset.fingerprint = f.fingerprint;

@@ -18,7 +18,9 @@
 //! (`new_line` only) and a context line (`old_line` and `new_line`); a second review marking
 //! both and refusing to post again; a dismissed finding hidden and kept hidden; an incremental
 //! review of a new head commit reviewing only the new file; Rapid Diffs' parallel view, the Vue
-//! and classic markups; the `/gitlab` path prefix; dark mode. Screenshots go to
+//! and classic markups; the `/gitlab` path prefix; dark mode; the interface language set to
+//! 简体中文 in the settings dialog (the panel in Chinese, also after a reload) and back to
+//! Automatic (the browser's, English here: the other steps read English texts). Screenshots go to
 //! `target/browser-companion/<browser>-<state>.png`. About 25 s per browser.
 //!
 //! Not skippable: without the browser, node or `extension-bridge/node_modules` the test fails
@@ -30,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The lines `companion-e2e.mjs` prints (after the browser's name) when a step passed.
-const STEPS: [&str; 20] = [
+const STEPS: [&str; 21] = [
     "self-check: stand-in GitLab enforces CSRF and position rules",
     "self-check: fake model answers tool calls and streams",
     "self-check: the gateway reviews app.py:2 app.py:3 app.py:4 app.py:44 app.py:6 and chats",
@@ -51,6 +53,7 @@ const STEPS: [&str; 20] = [
     "classic markup:",
     "path prefix:",
     "dark mode:",
+    "language: 简体中文 chosen in ⚙: Review button \"审查\", status \"已审查",
 ];
 
 /// Runs the companion test in `browser` and asserts every step's line and a screenshot of
@@ -77,6 +80,7 @@ fn companion(browser: &str, binary: &str, hint: &str) {
         "classic",
         "path-prefix",
         "dark",
+        "zh-CN",
     ];
     for state in states {
         let _ = std::fs::remove_file(artifacts.join(format!("{browser}-{state}.png")));
