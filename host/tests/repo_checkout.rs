@@ -529,6 +529,23 @@ fn a_damaged_checkout_is_reused_until_removed() {
 }
 
 #[test]
+fn removal_waits_a_moment_for_a_checkout_being_dropped() {
+    let (repo, c) = history(&["1\n"]);
+    let git = open(&repo);
+    let root = tempfile::tempdir().expect("tempdir");
+    let checkouts = Checkouts::new(root.path().to_owned(), 2).expect("checkouts");
+    let held = checkouts.get(&git, c[0]).expect("get");
+    // Dropped 100 ms into the removal's wait, as a lock a spawning child holds until its exec.
+    let dropper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(held);
+    });
+    assert!(checkouts.remove(&git, c[0]).expect("removed once dropped"));
+    dropper.join().expect("dropper");
+    assert!(checkouts.get(&git, c[0]).expect("get").created());
+}
+
+#[test]
 fn a_missing_commit_is_a_read_error() {
     let (repo, _) = history(&["1\n"]);
     let root = tempfile::tempdir().expect("tempdir");

@@ -57,6 +57,9 @@ pub const MAX_BYTES: u64 = 4 << 30;
 
 /// How old a `.tmp-` directory must be before eviction treats it as left by a crash.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
+/// How long [`Checkouts::remove`] waits for a checkout's lock before answering `checkout.in_use`
+/// (see [`lock_exclusive_within`]).
+const REMOVE_WAIT: Duration = Duration::from_millis(500);
 /// How deep [`make_writable`] descends into a checkout a command may have nested arbitrarily.
 const MAX_DEPTH: usize = 1024;
 
@@ -242,9 +245,12 @@ impl Checkouts {
     /// Remove the checkout of `commit` of `repo`, so the next [`Checkouts::get`] writes it
     /// afresh. Returns whether there was one.
     ///
+    /// Waits up to 500 ms for the checkout's lock, so a checkout dropped a moment ago (whose
+    /// lock a process being spawned may still hold until its exec) is removed.
+    ///
     /// # Errors
     /// `checkout.in_use` (retryable) when a [`Checkout`] of it is alive, in this process or
-    /// another; `internal.error` when the file system fails.
+    /// another, after that wait; `internal.error` when the file system fails.
     pub fn remove(&self, repo: &Repository, commit: ObjectId) -> Result<bool, GatewayError> {
         let key_dir = self.key_dir(repo)?;
         let hex = commit.to_hex().to_string();
@@ -252,13 +258,13 @@ impl Checkouts {
             return Ok(false);
         }
         let lock_path = key_dir.join(format!("{hex}.lock"));
-        let lock = match open_locked(&lock_path, FlockOperation::NonBlockingLockExclusive) {
-            Ok(lock) => lock,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                return Err(CheckoutError::InUse { commit }.into());
+        let lock = lock_exclusive_within(&lock_path, REMOVE_WAIT).map_err(|e| {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                CheckoutError::InUse { commit }
+            } else {
+                io_error("lock", &lock_path)(e)
             }
-            Err(e) => return Err(io_error("lock", &lock_path)(e).into()),
-        };
+        })?;
         let existed = retire(&key_dir, &key_dir.join(&hex))
             .map_err(io_error("remove", &key_dir.join(&hex)))?;
         let _ = fs::remove_file(&lock_path);
@@ -711,6 +717,26 @@ fn open_locked(path: &Path, operation: FlockOperation) -> io::Result<File> {
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The exclusive lock of `path`, retried every 10 ms for up to `wait`; `WouldBlock` when it is
+/// still held then.
+///
+/// Why wait at all: a [`Checkout`]'s lock is an `flock` on an open file description, and a
+/// child process spawned by any thread of this process holds a copy of every descriptor from its
+/// fork until its exec closes the close-on-exec ones. A checkout dropped just before its removal
+/// can therefore look in use for that moment (seen in CI under load, with other threads running
+/// `git`).
+fn lock_exclusive_within(path: &Path, wait: Duration) -> io::Result<File> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match open_locked(path, FlockOperation::NonBlockingLockExclusive) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
         }
     }
 }
