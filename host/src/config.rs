@@ -61,6 +61,7 @@
 //! the keyring. Errors name the file, the key and the line:
 //! ``config.toml:7: key `limits.max_concurrent_reviews`: invalid type: string "2", expected u32``.
 
+mod confirm;
 mod daemon_record;
 mod edit;
 mod error;
@@ -68,11 +69,14 @@ mod file;
 mod origin;
 mod paths;
 
+pub use confirm::{
+    Confirmed, checked_default_ref, checked_repository, confirm_proposal, same_path,
+};
 pub use daemon_record::{
     DaemonRecord, PORT_ENV, PortSource, configured_port, daemon_port, read_daemon_record,
     read_record_file, record_daemon, remove_daemon_record, running_daemon_port,
 };
-pub use edit::{add_mapping, remove_mapping};
+pub use edit::{add_mapping, remove_mapping, set_default_ref};
 pub use error::ConfigError;
 pub use file::{
     AnalyzerConfig, AnalyzerWorkdir, Config, DelegationConfig, FILES_PLACEHOLDER, Limits,

@@ -52,6 +52,7 @@ use crate::tools::Registry;
 mod agent_calls;
 mod dismissals;
 mod incremental;
+mod settings_calls;
 mod tool_calls;
 mod workspace_calls;
 
@@ -62,6 +63,7 @@ pub use agent_calls::{
     agent_output_schema,
 };
 pub use dismissals::{DismissalList, Dismissed, MAX_DISMISSAL_TEXT_CHARS, Undismissed};
+pub use settings_calls::{MappingsView, NativeHostRow, ProposalRow, ProviderRow, SettingsStatus};
 pub use workspace_calls::{WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 
 /// How long a provider's health probe is reused.

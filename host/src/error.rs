@@ -50,6 +50,14 @@ pub mod codes {
     pub const REQUEST_HOST_INVALID: &str = "request.host_invalid";
     /// No such route.
     pub const REQUEST_NOT_FOUND: &str = "request.not_found";
+    /// A settings-page login code that is malformed, unknown or already used (issue 18 §1).
+    pub const SETTINGS_CODE_INVALID: &str = "settings.code_invalid";
+    /// A settings-page login code past its expiry (2 minutes by default; issue 18 §1).
+    pub const SETTINGS_CODE_EXPIRED: &str = "settings.code_expired";
+    /// A change to the settings without a live session (issue 18 §1).
+    pub const SETTINGS_SESSION_MISSING: &str = "settings.session_missing";
+    /// A change to the settings without this session's anti-CSRF token (issue 18 §1).
+    pub const SETTINGS_CSRF_INVALID: &str = "settings.csrf_invalid";
     /// A project already has the most dismissed findings the gateway keeps (10 000; issue 17).
     pub const DISMISSAL_LIMIT_REACHED: &str = "dismissal.limit_reached";
     /// The requested model provider is not configured (DESIGN §10).

@@ -20,6 +20,7 @@ pub mod review;
 pub mod rules;
 pub mod sandbox;
 pub mod security;
+pub mod settings;
 pub mod store;
 pub mod tools;
 pub mod transport;

@@ -10,10 +10,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::protocol::{
-    AgentEvent, Confidence, EventPayload, InterruptReason, Severity,
-};
-use review_agent_gateway::report::{self, ReportInput};
+use review_agent_gateway::protocol::{AgentEvent, Confidence, EventPayload, Severity};
+use review_agent_gateway::report::{self, ReportInput, event_summary, wire_name};
 use review_agent_gateway::review::{self, ReviewOptions};
 
 #[path = "cli/agents.rs"]
@@ -30,6 +28,8 @@ mod model_cli;
 mod native_host_cli;
 #[path = "cli/providers.rs"]
 mod providers_cli;
+#[path = "cli/settings.rs"]
+mod settings_cli;
 
 const TOOL_NAME: &str = "review-agent-gateway";
 const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -99,6 +99,10 @@ enum Command {
     /// only you can read. Keys are never printed.
     #[command(subcommand)]
     Providers(providers_cli::ProvidersCommand),
+    /// Open the settings page (confirm mappings, watch runs, rotate the token) in the default
+    /// browser with a one-time login code, also printed for a machine without a browser.
+    /// Starts the daemon when it is not running.
+    Settings(settings_cli::SettingsArgs),
 }
 
 #[derive(clap::Args)]
@@ -390,6 +394,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => mcp_cli::mcp_command(args),
         Command::Agents(command) => agents_cli::agents_command(command),
         Command::Providers(command) => providers_cli::providers_command(command),
+        Command::Settings(args) => settings_cli::settings_command(args),
     }
 }
 
@@ -890,7 +895,7 @@ fn mappings_command(command: MappingsCommand) -> ExitCode {
 }
 
 fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
-    use review_agent_gateway::config::{self, Config, ConfigError, Mapping};
+    use review_agent_gateway::config::{self, Config, Mapping};
     use review_agent_gateway::error::codes;
     match command {
         MappingsCommand::List { config } => {
@@ -916,7 +921,7 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             let mut pending = 0;
             for p in &proposals {
                 let existing = loaded.find_mapping(&p.gitlab_origin, &p.project_path);
-                if existing.is_some_and(|m| same_path(&m.local_path, &p.local_path)) {
+                if existing.is_some_and(|m| config::same_path(&m.local_path, &p.local_path)) {
                     continue; // confirmed already
                 }
                 pending += 1;
@@ -962,9 +967,9 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             config,
         } => {
             let path = config_path(config)?;
-            let local_path = checked_repository(&local_path)?;
+            let local_path = config::checked_repository(&local_path)?;
             let (default_ref, why) =
-                checked_default_ref(&local_path, default_ref.as_deref(), "--default-ref")?;
+                config::checked_default_ref(&local_path, default_ref.as_deref(), "--default-ref")?;
             let mapping = Mapping {
                 gitlab_origin,
                 project_path,
@@ -999,17 +1004,9 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             .find(|p| p.id == id)
             .ok_or_else(unknown)?;
             let path = config_path(config)?;
-            let loaded = match Config::load(Some(&path)) {
-                Ok(loaded) => Some(loaded),
-                // No config file yet: add_mapping creates it.
-                Err(ConfigError::NotFound { .. }) => None,
-                Err(error) => return Err(error.into()),
-            };
-            if let Some(m) = loaded
-                .as_ref()
-                .and_then(|l| l.find_mapping(&proposal.gitlab_origin, &proposal.project_path))
-                && same_path(&m.local_path, &proposal.local_path)
-            {
+            let confirmed = config::confirm_proposal(&path, &proposal)?;
+            let m = &confirmed.mapping;
+            if confirmed.already {
                 println!(
                     "Proposal {id} is already confirmed: {} {} maps to {} in {}.",
                     m.gitlab_origin,
@@ -1017,41 +1014,17 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
                     m.local_path.display(),
                     path.display()
                 );
-                return Ok(());
+            } else {
+                println!(
+                    "Confirmed {id}: mapped {} {} to {} (default ref {}{}) in {}.",
+                    m.gitlab_origin,
+                    m.project_path.trim_matches('/'),
+                    m.local_path.display(),
+                    m.default_ref,
+                    confirmed.why,
+                    path.display()
+                );
             }
-            let proposed = PathBuf::from(&proposal.local_path);
-            if !proposed.is_absolute() {
-                return Err(GatewayError::new(
-                    codes::REPOSITORY_NOT_FOUND,
-                    format!(
-                        "proposal {id}: the local path `{}` is not absolute",
-                        proposal.local_path
-                    ),
-                    "Add the mapping yourself with `review-agent-gateway mappings add \
-                     --local-path` and the clone's absolute path.",
-                ));
-            }
-            let local_path = checked_repository(&proposed)?;
-            let (default_ref, why) = checked_default_ref(
-                &local_path,
-                proposal.default_ref.as_deref(),
-                "the proposal's defaultRef",
-            )?;
-            let mapping = Mapping {
-                gitlab_origin: proposal.gitlab_origin,
-                project_path: proposal.project_path,
-                local_path,
-                default_ref,
-            };
-            config::add_mapping(&path, mapping.clone())?;
-            println!(
-                "Confirmed {id}: mapped {} {} to {} (default ref {}{why}) in {}.",
-                mapping.gitlab_origin,
-                mapping.project_path.trim_matches('/'),
-                mapping.local_path.display(),
-                mapping.default_ref,
-                path.display()
-            );
             Ok(())
         }
         MappingsCommand::Remove {
@@ -1078,110 +1051,6 @@ fn mappings(command: MappingsCommand) -> Result<(), GatewayError> {
             }
         }
     }
-}
-
-/// `local_path` made absolute and checked to be a git repository (work tree or bare).
-fn checked_repository(local_path: &std::path::Path) -> Result<PathBuf, GatewayError> {
-    use review_agent_gateway::config::ConfigError;
-    use review_agent_gateway::error::codes;
-    let local_path = std::fs::canonicalize(local_path).map_err(|_| {
-        GatewayError::from(ConfigError::LocalPathMissing {
-            local_path: local_path.to_owned(),
-            problem: "does not exist",
-        })
-    })?;
-    if let Err(error) = review_agent_gateway::repo::Repository::open(&local_path) {
-        return Err(GatewayError::new(
-            codes::REPOSITORY_NOT_FOUND,
-            error.to_string(),
-            "Give the directory of a local clone (git work tree or bare repository) of the \
-             project.",
-        ));
-    }
-    Ok(local_path)
-}
-
-/// The default ref of a new mapping of `local_path` (issue 12 §5): `given` when it resolves to
-/// a commit there, else an error naming it; without one, the repository's own default branch
-/// (`Repository::default_branch`). Returns the ref and, when it was picked, a note saying why
-/// (`, the checked-out branch`). `what` names where `given` came from, for the message.
-fn checked_default_ref(
-    local_path: &std::path::Path,
-    given: Option<&str>,
-    what: &str,
-) -> Result<(String, String), GatewayError> {
-    use review_agent_gateway::error::codes;
-    let repo = review_agent_gateway::repo::Repository::open(local_path).map_err(|e| {
-        GatewayError::new(
-            codes::REPOSITORY_NOT_FOUND,
-            e.to_string(),
-            "Give the directory of a local clone (git work tree or bare repository) of the \
-             project.",
-        )
-    })?;
-    let default = repo.default_branch();
-    match given {
-        Some(spec) => match repo.resolve(spec) {
-            Ok(_) => Ok((spec.to_owned(), String::new())),
-            Err(error) if what != "--default-ref" => Err(GatewayError::new(
-                codes::REPOSITORY_REVISION_MISSING,
-                format!(
-                    "{what} `{spec}` does not exist in {}: {error}",
-                    local_path.display()
-                ),
-                format!(
-                    "Fetch it (`git -C {} fetch origin {spec}`) and confirm again, or add the \
-                     mapping yourself with `review-agent-gateway mappings add`{}.",
-                    local_path.display(),
-                    default
-                        .as_ref()
-                        .map(|(name, why)| format!(" (it picks `{name}`, {why})"))
-                        .unwrap_or_default()
-                ),
-            )),
-            Err(error) => {
-                let hint = match &default {
-                    Some((name, why)) => format!(
-                        "Give a branch that exists there, e.g. `--default-ref {name}` ({why}), \
-                         or leave the option out to use it; or fetch `{spec}` first \
-                         (`git -C {} fetch origin {spec}`).",
-                        local_path.display()
-                    ),
-                    None => format!(
-                        "Commit or fetch a branch in {} first, then add the mapping.",
-                        local_path.display()
-                    ),
-                };
-                Err(GatewayError::new(
-                    codes::REPOSITORY_REVISION_MISSING,
-                    format!(
-                        "{what} `{spec}` does not exist in {}: {error}",
-                        local_path.display()
-                    ),
-                    hint,
-                ))
-            }
-        },
-        None => match default {
-            Some((name, why)) => Ok((name, format!(", {why}"))),
-            None => Err(GatewayError::new(
-                codes::REPOSITORY_REVISION_MISSING,
-                format!(
-                    "{} has no branch to review: no origin/HEAD, no checked-out branch with a \
-                     commit, no main or master",
-                    local_path.display()
-                ),
-                "Commit or fetch a branch there first, or give one with --default-ref.",
-            )),
-        },
-    }
-}
-
-/// Whether a confirmed mapping's path (canonical) is the proposed one (as the browser wrote
-/// it, possibly with `..` or a symlink).
-fn same_path(confirmed: &std::path::Path, proposed: &str) -> bool {
-    confirmed == std::path::Path::new(proposed)
-        || std::fs::canonicalize(proposed).is_ok_and(|p| p == confirmed)
 }
 
 /// The daemon's store, opened read-only beside it; `None` when no daemon has created it yet.
@@ -1339,15 +1208,6 @@ fn runs_show(run_id: &str, with_events: bool, format: ListFormat) -> Result<(), 
     write_stdout(&out)
 }
 
-/// The wire (serde) name of a unit enum value such as `RunState::Completed` → `completed`.
-fn wire_name<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        Ok(other) => other.to_string(),
-        Err(_) => "?".to_owned(),
-    }
-}
-
 /// `runs show` in text: one `field  value` line per fact.
 fn run_text(run: &review_agent_gateway::store::RunRecord) -> String {
     let mut out = String::new();
@@ -1419,127 +1279,6 @@ fn run_text(run: &review_agent_gateway::store::RunRecord) -> String {
 }
 
 /// One line about an event, for `runs show --events`.
-fn event_summary(event: &AgentEvent) -> String {
-    use review_agent_gateway::protocol::event::{ContextItem, EventPayload};
-    match &event.payload {
-        EventPayload::RunCreated(created) => {
-            let mut parts = Vec::new();
-            if let Some(kind) = &created.kind {
-                parts.push(wire_name(kind));
-            }
-            if let Some(request_id) = &created.request_id {
-                parts.push(format!("request {request_id}"));
-            }
-            if created.from_cache == Some(true) {
-                parts.push("from cache".to_owned());
-            }
-            parts.join(", ")
-        }
-        EventPayload::StageChanged(changed) => match &changed.message {
-            Some(message) => format!("{} ({message})", wire_name(&changed.stage)),
-            None => wire_name(&changed.stage),
-        },
-        EventPayload::ContextAdded(added) => match &added.context {
-            ContextItem::Revisions(r) => {
-                format!("revisions {}..{}", short(&r.base_sha), short(&r.head_sha))
-            }
-            ContextItem::Diff(d) => {
-                format!(
-                    "diff: {}, +{} -{}",
-                    count(d.files.into(), "file"),
-                    d.additions,
-                    d.deletions
-                )
-            }
-            ContextItem::RuleSets(r) => format!(
-                "rule sets {} ({})",
-                r.rule_set_version,
-                r.rule_sets
-                    .iter()
-                    .map(|s| s.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            ContextItem::File(f) => match (f.start_line, f.end_line) {
-                (Some(start), Some(end)) => format!("file {}:{start}-{end}", f.path),
-                _ => format!("file {}", f.path),
-            },
-            ContextItem::Model(m) => format!(
-                "model {} via {} ({} tokens of context, {} tool calls)",
-                m.model, m.provider_id, m.max_context_tokens, m.max_tool_calls
-            ),
-        },
-        EventPayload::ToolStarted(started) => format!("{} ({})", started.tool, started.call_id),
-        EventPayload::ToolCompleted(done) => match &done.error {
-            Some(error) => format!("{} failed: {}", done.tool, error.code),
-            None if done.ok => format!("{} ok", done.tool),
-            None => format!("{} failed", done.tool),
-        },
-        EventPayload::TextDelta(delta) => format!("{:?}", clip(&delta.text, 80)),
-        EventPayload::FindingCreated(created) => {
-            let f = &created.finding;
-            format!(
-                "{} {}:{}-{} {}{}",
-                wire_name(&f.severity),
-                f.path,
-                f.start_line,
-                f.end_line,
-                f.title,
-                f.rule_id
-                    .as_deref()
-                    .map(|r| format!(" [{r}]"))
-                    .unwrap_or_default()
-            )
-        }
-        EventPayload::Warning(warning) => match &warning.path {
-            Some(path) => format!("{} {path}: {}", warning.code, warning.message),
-            None => format!("{}: {}", warning.code, warning.message),
-        },
-        EventPayload::RunCompleted(done) => {
-            let mut parts = Vec::new();
-            if let Some(n) = done.finding_count {
-                parts.push(count(n.into(), "finding"));
-            }
-            if let Some(files) = &done.reviewed_files {
-                parts.push(format!("{} reviewed", count(files.len() as u64, "file")));
-            }
-            if let Some(files) = &done.skipped_files
-                && !files.is_empty()
-            {
-                parts.push(format!("{} skipped", files.len()));
-            }
-            if let Some(ms) = done.duration_ms {
-                parts.push(format!("{ms} ms"));
-            }
-            if done.from_cache == Some(true) {
-                parts.push("from cache".to_owned());
-            }
-            parts.join(", ")
-        }
-        EventPayload::RunFailed(failed) => {
-            format!("{}: {}", failed.error.code, failed.error.message)
-        }
-        EventPayload::RunCancelled(cancelled) => cancelled.reason.clone().unwrap_or_default(),
-        EventPayload::RunInterrupted(interrupted) => match interrupted.reason {
-            InterruptReason::Shutdown => "the daemon was stopped; resume the run".to_owned(),
-            InterruptReason::Crash => "the daemon ended unexpectedly; resume the run".to_owned(),
-        },
-        EventPayload::PermissionRequested(asked) => format!(
-            "{} {} {}: {}",
-            asked.request_id,
-            asked.session_id,
-            asked.permission,
-            asked.patterns.join(" ")
-        ),
-        EventPayload::PermissionReplied(replied) => format!(
-            "{} {} by {}",
-            replied.request_id,
-            replied.reply.as_deref().unwrap_or("(gone unanswered)"),
-            replied.by.as_deref().unwrap_or("-")
-        ),
-    }
-}
-
 /// `text` with control characters escaped (`\t`, `\n`, `\u{1b}`), for text that did not come
 /// from the user at this terminal (browser proposals, event payloads).
 fn printable(text: &str) -> std::borrow::Cow<'_, str> {
@@ -1556,27 +1295,5 @@ fn printable(text: &str) -> std::borrow::Cow<'_, str> {
             .into()
     } else {
         text.into()
-    }
-}
-
-/// `1 file`, `2 files`.
-fn count(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
-/// The first 12 characters of a SHA.
-fn short(sha: &str) -> &str {
-    sha.get(..12).unwrap_or(sha)
-}
-
-/// `text` cut to at most `max` characters, with `…` when cut.
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_owned(),
     }
 }

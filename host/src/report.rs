@@ -17,7 +17,10 @@
 pub mod codequality;
 pub mod rdjson;
 pub mod sarif;
+mod summary;
 pub mod text;
+
+pub use summary::{event_summary, wire_name};
 
 use std::borrow::Cow;
 use std::collections::HashSet;

@@ -163,6 +163,8 @@ struct Shared {
     generation: AtomicU64,
     /// The last storage failure, until a write commits again.
     failure: Mutex<Option<StoreFailure>>,
+    /// Bumped after every committed change of runs or events ([`Store::changes`]).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// The state of the database of a [`Store`].
@@ -283,6 +285,7 @@ impl Store {
                 slot: RwLock::new(Slot::Open(db)),
                 generation: AtomicU64::new(0),
                 failure: Mutex::new(None),
+                changes: tokio::sync::watch::Sender::new(0),
             }),
         })
     }
@@ -486,6 +489,7 @@ impl Store {
                 runs.insert(run.run_id.as_str(), bytes.as_slice())?;
             }
             txn.commit()?;
+            self.changed();
             Ok(())
         })
     }
@@ -530,6 +534,7 @@ impl Store {
                 run
             };
             txn.commit()?;
+            self.changed();
             Ok(run)
         })
     }
@@ -595,8 +600,21 @@ impl Store {
                 }
             }
             txn.commit()?;
+            self.changed();
             Ok(())
         })
+    }
+
+    /// A receiver whose value changes after every committed change of a run record or of
+    /// events ([`Store::create_run`], [`Store::update_run`], [`Store::append_events`]): what a
+    /// live list of runs waits on (the settings page, issue 18). The value itself is only a
+    /// counter.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.shared.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Up to `limit` events of run `run_id` with `seq > after`, in `seq` order: exactly what a

@@ -150,6 +150,53 @@ pub fn remove_mapping(
     Ok(true)
 }
 
+/// Set the `default_ref` of the mapping of `gitlab_origin` + `project_path` (compared as
+/// [`Config::find_mapping`] does) in the config file at `path`, keeping everything else.
+/// Checking that the ref resolves in the repository is the caller's job
+/// ([`super::checked_default_ref`]).
+///
+/// Returns `false` when there is no such mapping (the file is not written).
+///
+/// # Errors
+/// [`ConfigError::InvalidMapping`] for a malformed ref; [`ConfigError::Read`],
+/// [`ConfigError::Invalid`], [`ConfigError::SecretInConfig`] when the file cannot be read or
+/// does not check; [`ConfigError::Write`].
+pub fn set_default_ref(
+    path: &Path,
+    gitlab_origin: &str,
+    project_path: &str,
+    default_ref: &str,
+) -> Result<bool, ConfigError> {
+    check_ref(default_ref).map_err(|message| ConfigError::InvalidMapping {
+        field: "default_ref",
+        message,
+    })?;
+    let text = read_or_empty(path)?;
+    let config = Config::parse(&text, path)?;
+    let Some(target) = config.find_mapping(gitlab_origin, project_path) else {
+        return Ok(false);
+    };
+    let Some(index) = config.mappings.iter().position(|m| m == target) else {
+        return Ok(false);
+    };
+    let mut doc = parse_mut(&text, path)?;
+    match doc.get_mut("mappings") {
+        Some(Item::ArrayOfTables(array)) if index < array.len() => {
+            if let Some(table) = array.get_mut(index) {
+                table.insert("default_ref", toml_edit::value(default_ref));
+            }
+        }
+        Some(Item::Value(Value::Array(array))) if index < array.len() => {
+            if let Some(Value::InlineTable(table)) = array.get_mut(index) {
+                table.insert("default_ref", Value::from(default_ref));
+            }
+        }
+        _ => return Ok(false),
+    }
+    write_checked(path, &doc.to_string())?;
+    Ok(true)
+}
+
 fn new_table(fields: &[(&str, &str)]) -> Table {
     let mut table = Table::new();
     for (k, v) in fields {

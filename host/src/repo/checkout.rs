@@ -733,7 +733,10 @@ fn lock_exclusive_within(path: &Path, wait: Duration) -> io::Result<File> {
     let deadline = std::time::Instant::now() + wait;
     loop {
         match open_locked(path, FlockOperation::NonBlockingLockExclusive) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(10));
             }
             other => return other,

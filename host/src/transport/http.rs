@@ -71,6 +71,8 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub struct HttpState {
     gateway: Gateway,
     security: Arc<Security>,
+    // The settings page (issue 18): its sessions live as long as this state.
+    settings: crate::settings::SettingsState,
     // Cancelled when the daemon stops: ends `/mcp`'s open streams and sessions.
     stop: tokio_util::sync::CancellationToken,
 }
@@ -84,17 +86,31 @@ impl HttpState {
     /// State for [`router`]: the engine (which also answers which origins are allowed), the
     /// local token, and the port the server is bound to (for the `Host` check).
     pub fn new(gateway: Gateway, token: LiveToken, port: u16) -> Self {
+        let stop = tokio_util::sync::CancellationToken::new();
         HttpState {
+            settings: crate::settings::SettingsState::new(gateway.clone(), port, stop.clone()),
             gateway,
             security: Arc::new(Security { token, port }),
-            stop: tokio_util::sync::CancellationToken::new(),
+            stop,
         }
     }
 
-    /// The same state, whose `/mcp` streams and sessions end when `stop` is cancelled (the
-    /// daemon's shutdown: an open MCP stream must not hold the graceful drain open).
+    /// The same state, whose `/mcp` streams and sessions, and the settings page's live
+    /// streams, end when `stop` is cancelled (the daemon's shutdown: an open stream must not
+    /// hold the graceful drain open).
     pub fn with_stop(mut self, stop: tokio_util::sync::CancellationToken) -> Self {
+        self.settings = crate::settings::SettingsState::new(
+            self.gateway.clone(),
+            self.security.port,
+            stop.clone(),
+        );
         self.stop = stop;
+        self
+    }
+
+    /// The same state, whose settings page shows `addr` as where the daemon listens.
+    pub fn with_listening(mut self, addr: std::net::SocketAddr) -> Self {
+        self.settings = self.settings.with_listening(addr);
         self
     }
 }
@@ -113,6 +129,7 @@ pub fn router(state: HttpState) -> Router {
         state.stop.child_token(),
         sessions.clone(),
     );
+    let settings = crate::settings::router(state.settings.clone());
     routes()
         .route("/v1/ws", get(super::ws::upgrade).with_state(ws))
         .nest_service(
@@ -126,6 +143,9 @@ pub fn router(state: HttpState) -> Router {
         )
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+        // Outside the `/v1` guard: the settings page has its own (cookie, CSRF token, Origin;
+        // the same Host check), and never reads the bearer token.
+        .merge(settings)
 }
 
 fn routes() -> Router<HttpState> {

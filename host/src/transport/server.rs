@@ -60,7 +60,9 @@ pub async fn serve(
         )
     })?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let state = HttpState::new(gateway.clone(), token, addr.port()).with_stop(stop.clone());
+    let state = HttpState::new(gateway.clone(), token, addr.port())
+        .with_stop(stop.clone())
+        .with_listening(addr);
     // The handlers are registered before the listening line goes out: a SIGTERM sent as soon
     // as it is read must stop the daemon gracefully, not kill it.
     let signalled = shutdown_signal();
