@@ -52,7 +52,7 @@ pub(crate) struct Chrome {
 }
 
 /// The pages of the navigation: (path, catalogue key).
-const NAV: [(&str, &str); 4] = [
+pub(crate) const NAV: [(&str, &str); 4] = [
     ("/settings/status", "settings.nav.status"),
     ("/settings/mappings", "settings.nav.mappings"),
     ("/settings/runs", "settings.nav.runs"),
@@ -60,7 +60,14 @@ const NAV: [(&str, &str); 4] = [
 ];
 
 impl Chrome {
-    fn new(state: &SettingsState, t: Tr, who: Option<&LoggedIn>, current: &str) -> Chrome {
+    /// The chrome of a page at `current` (a path of [`NAV`] highlights its entry and names the
+    /// page), for `who` (no navigation when logged out); takes the session's flash.
+    pub(crate) fn new(
+        state: &SettingsState,
+        t: Tr,
+        who: Option<&LoggedIn>,
+        current: &str,
+    ) -> Chrome {
         let flash = who.and_then(|w| state.sessions.take_flash(&w.cookie));
         let title_key = NAV
             .iter()
@@ -94,13 +101,15 @@ impl Chrome {
         }
     }
 
-    fn with_title(mut self, title: String) -> Chrome {
+    /// The same chrome with another page title.
+    pub(crate) fn with_title(mut self, title: String) -> Chrome {
         self.title = title;
         self
     }
 }
 
-fn render(page: &impl Template) -> Response {
+/// The page rendered as HTML (500 with a plain message if the template fails).
+pub(crate) fn render(page: &impl Template) -> Response {
     match page.render() {
         Ok(html) => Html(html).into_response(),
         Err(error) => {
@@ -124,12 +133,13 @@ pub(crate) fn see_other(to: &str) -> Response {
 }
 
 /// Redirect back after a change, leaving `flash` for the next page.
-fn done(state: &SettingsState, change: &Change, to: &str, flash: Flash) -> Response {
+pub(crate) fn done(state: &SettingsState, change: &Change, to: &str, flash: Flash) -> Response {
     state.sessions.set_flash(&change.who.cookie, flash);
     see_other(to)
 }
 
-fn ok_flash(text: String) -> Flash {
+/// A flash saying the change was made.
+pub(crate) fn ok_flash(text: String) -> Flash {
     Flash {
         ok: true,
         text,
@@ -138,7 +148,8 @@ fn ok_flash(text: String) -> Flash {
     }
 }
 
-fn error_flash(error: &GatewayError) -> Flash {
+/// A flash showing `error` (code, message, remediation).
+pub(crate) fn error_flash(error: &GatewayError) -> Flash {
     Flash {
         ok: false,
         text: error.message.clone(),
@@ -366,7 +377,7 @@ pub(crate) async fn mappings(State(state): State<SettingsState>, t: Tr, who: Log
 }
 
 /// Run a blocking engine call off the async workers.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, GatewayError> + Send + 'static,
 ) -> Result<T, GatewayError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|_| {
@@ -378,7 +389,8 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-fn internal(t: Tr) -> Response {
+/// The 500 page.
+pub(crate) fn internal(t: Tr) -> Response {
     error_page(
         t,
         StatusCode::INTERNAL_SERVER_ERROR,

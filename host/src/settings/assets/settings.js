@@ -7,12 +7,17 @@
 (function login() {
   const form = document.getElementById('login');
   if (!form) return;
-  const match = /(?:^#|&)code=([0-9a-fA-F]{32})(?:&|$)/.exec(location.hash);
-  history.replaceState(null, '', location.pathname);
-  if (match) {
-    form.elements.code.value = match[1];
-    form.submit();
-  }
+  const take = () => {
+    const match = /(?:^#|&)code=([0-9a-fA-F]{32})(?:&|$)/.exec(location.hash);
+    history.replaceState(null, '', location.pathname);
+    if (match) {
+      form.elements.code.value = match[1];
+      form.submit();
+    }
+  };
+  take();
+  // The login page already open in this tab: a new code arrives as a fragment change.
+  window.addEventListener('hashchange', take);
 })();
 
 // The language menu applies itself.
