@@ -35,6 +35,8 @@
 //! **Invariant:** no business logic here; no security decision either — Host, Origin and token
 //! are checked by the `/v1` middleware in front of the service, never by rmcp alone.
 
+pub mod clients;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

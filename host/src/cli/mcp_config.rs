@@ -33,17 +33,12 @@ use std::process::ExitCode;
 use review_agent_gateway::GatewayError;
 use review_agent_gateway::config::{Config, Paths, daemon_port};
 use review_agent_gateway::error::codes;
+use review_agent_gateway::mcp::clients::{
+    self, Entry as Plan, SERVER_NAME, current_program, home_env, invalid_file, merge_toml,
+    render_json,
+};
 use review_agent_gateway::security::Token;
-use serde_json::{Map, Value, json};
-
-/// The name of our entry in every client's configuration.
-const SERVER_NAME: &str = "review-agent-gateway";
-/// The environment variable an HTTP entry reads the token from, where the client can.
-const TOKEN_ENV: &str = "REVIEW_AGENT_GATEWAY_TOKEN";
-/// The environment variable that moves the gateway's home; passed on to a stdio entry.
-const HOME_ENV: &str = "REVIEW_AGENT_GATEWAY_HOME";
-/// The VS Code input id that prompts for the token.
-const VSCODE_INPUT: &str = "review-agent-gateway-token";
+use serde_json::{Map, Value};
 
 /// The MCP clients `mcp config` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -60,6 +55,20 @@ pub(crate) enum Client {
     ClaudeDesktop,
     /// Codex CLI: `~/.codex/config.toml` (or `$CODEX_HOME/config.toml`).
     Codex,
+}
+
+impl Client {
+    /// The library's name for the same client.
+    fn lib(self) -> clients::Client {
+        match self {
+            Client::ClaudeCode => clients::Client::ClaudeCode,
+            Client::Cursor => clients::Client::Cursor,
+            Client::Vscode => clients::Client::Vscode,
+            Client::Opencode => clients::Client::Opencode,
+            Client::ClaudeDesktop => clients::Client::ClaudeDesktop,
+            Client::Codex => clients::Client::Codex,
+        }
+    }
 }
 
 /// How the client reaches the gateway.
@@ -90,26 +99,6 @@ pub(crate) struct ConfigArgs {
     path: Option<PathBuf>,
 }
 
-/// What a client's file gets: the entry, and what to tell the user.
-struct Plan {
-    /// The file's format.
-    toml: bool,
-    /// JSON: the document with our entry (and nothing else but what must accompany it).
-    json: Value,
-    /// Codex: the `[mcp_servers.review-agent-gateway]` table's keys.
-    toml_entry: Vec<(&'static str, TomlValue)>,
-    /// Whether the file will hold the token itself.
-    holds_token: bool,
-    /// Lines for stderr (an `export` line, a warning).
-    notes: Vec<String>,
-}
-
-enum TomlValue {
-    Text(String),
-    List(Vec<String>),
-    Table(Vec<(String, String)>),
-}
-
 fn fail(error: &GatewayError) -> ExitCode {
     eprintln!("error[{}]: {}", error.code, error.message);
     eprintln!("  remediation: {}", error.remediation);
@@ -135,7 +124,11 @@ fn run(args: &ConfigArgs) -> Result<(), GatewayError> {
         ));
     }
     let plan = match args.transport {
-        Transport::Stdio => stdio_plan(args.client)?,
+        Transport::Stdio => clients::stdio_entry(
+            args.client.lib(),
+            &current_program()?,
+            home_env().as_deref(),
+        ),
         Transport::Http => http_plan(args.client)?,
     };
     let target = match &args.path {
@@ -151,7 +144,7 @@ fn run(args: &ConfigArgs) -> Result<(), GatewayError> {
         print!("{text}");
         eprintln!(
             "# for {}: {} (merge it there, or run again with --write)",
-            client_name(args.client),
+            args.client.lib().name(),
             target.display()
         );
         for note in &plan.notes {
@@ -183,7 +176,7 @@ fn run(args: &ConfigArgs) -> Result<(), GatewayError> {
     write_atomic(&target, text.as_bytes(), plan.holds_token)?;
     eprintln!(
         "wrote the `{SERVER_NAME}` entry for {} to {}",
-        client_name(args.client),
+        args.client.lib().name(),
         target.display()
     );
     for note in &plan.notes {
@@ -192,93 +185,7 @@ fn run(args: &ConfigArgs) -> Result<(), GatewayError> {
     Ok(())
 }
 
-fn client_name(client: Client) -> &'static str {
-    match client {
-        Client::ClaudeCode => "Claude Code",
-        Client::Cursor => "Cursor",
-        Client::Vscode => "VS Code",
-        Client::Opencode => "OpenCode",
-        Client::ClaudeDesktop => "Claude Desktop",
-        Client::Codex => "Codex",
-    }
-}
-
 // === entries ===
-
-/// The stdio entry: this binary's absolute path, `["mcp"]`, and `REVIEW_AGENT_GATEWAY_HOME`
-/// when it is set here (so the client's relay finds the same gateway).
-fn stdio_plan(client: Client) -> Result<Plan, GatewayError> {
-    let program = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| {
-            GatewayError::new(
-                codes::INTERNAL,
-                format!("cannot locate the running executable: {e}"),
-                "Run `mcp config` from the installed binary (not a deleted or moved one).",
-            )
-        })?;
-    let program = program.to_str().map(str::to_owned).ok_or_else(|| {
-        GatewayError::new(
-            codes::REQUEST_INVALID,
-            format!("the binary's path `{}` is not UTF-8", program.display()),
-            "Install the binary under a path that is valid UTF-8.",
-        )
-    })?;
-    // Absolute: the client starts the relay from a directory of its own choosing.
-    let env: Vec<(String, String)> = std::env::var(HOME_ENV)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            let absolute = std::path::absolute(&v)
-                .ok()
-                .and_then(|p| p.to_str().map(str::to_owned))
-                .unwrap_or(v);
-            (HOME_ENV.to_owned(), absolute)
-        })
-        .into_iter()
-        .collect();
-    let env_json: Map<String, Value> = env
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    let mut plan = Plan {
-        toml: false,
-        json: Value::Null,
-        toml_entry: Vec::new(),
-        holds_token: false,
-        notes: Vec::new(),
-    };
-    let mut entry = match client {
-        Client::Opencode => {
-            json!({ "type": "local", "command": [program, "mcp"], "enabled": true })
-        }
-        Client::ClaudeCode | Client::Vscode => {
-            json!({ "type": "stdio", "command": program, "args": ["mcp"] })
-        }
-        Client::Cursor | Client::ClaudeDesktop => json!({ "command": program, "args": ["mcp"] }),
-        Client::Codex => {
-            plan.toml = true;
-            plan.toml_entry = vec![
-                ("command", TomlValue::Text(program)),
-                ("args", TomlValue::List(vec!["mcp".to_owned()])),
-            ];
-            if !env.is_empty() {
-                plan.toml_entry.push(("env", TomlValue::Table(env)));
-            }
-            return Ok(plan);
-        }
-    };
-    if !env_json.is_empty() {
-        let key = if client == Client::Opencode {
-            "environment"
-        } else {
-            "env"
-        };
-        entry[key] = Value::Object(env_json);
-    }
-    plan.json = document(client, entry);
-    Ok(plan)
-}
 
 /// The HTTP entry: the daemon's URL (port as `mcp` and `serve` find it) and the token, read
 /// from an environment variable where the client can, else written into the file (with a
@@ -287,106 +194,15 @@ fn http_plan(client: Client) -> Result<Plan, GatewayError> {
     let loaded = Config::load(None)?;
     let paths = Paths::discover()?;
     let (port, _) = daemon_port(&paths, Some(&loaded));
-    let url = format!("http://127.0.0.1:{port}{}", review_agent_gateway::mcp::PATH);
-    let export = format!("export {TOKEN_ENV}=\"$(review-agent-gateway token show)\"");
-    let env_note = format!(
-        "The client reads the token from ${TOKEN_ENV}; set it where the client starts:\n  {export}"
-    );
-    let mut plan = Plan {
-        toml: false,
-        json: Value::Null,
-        toml_entry: Vec::new(),
-        holds_token: false,
-        notes: Vec::new(),
+    let token = match client {
+        Client::Cursor => Some(Token::load_or_create(&paths.token_file())?),
+        _ => None,
     };
-    let entry = match client {
-        Client::ClaudeCode => {
-            plan.notes.push(env_note);
-            json!({
-                "type": "http",
-                "url": url,
-                "headers": { "Authorization": format!("Bearer ${{{TOKEN_ENV}}}") }
-            })
-        }
-        Client::Opencode => {
-            plan.notes.push(env_note);
-            json!({
-                "type": "remote",
-                "url": url,
-                "headers": { "Authorization": format!("Bearer {{env:{TOKEN_ENV}}}") },
-                "enabled": true
-            })
-        }
-        Client::Vscode => {
-            plan.notes.push(
-                "VS Code asks for the token once (input `review-agent-gateway-token`); paste the \
-                 output of `review-agent-gateway token show`."
-                    .to_owned(),
-            );
-            let mut doc = document(
-                client,
-                json!({
-                    "type": "http",
-                    "url": url,
-                    "headers": { "Authorization": format!("Bearer ${{input:{VSCODE_INPUT}}}") }
-                }),
-            );
-            doc["inputs"] = json!([{
-                "type": "promptString",
-                "id": VSCODE_INPUT,
-                "description": "review-agent-gateway token (`review-agent-gateway token show`)",
-                "password": true
-            }]);
-            plan.json = doc;
-            return Ok(plan);
-        }
-        Client::Cursor => {
-            let token = Token::load_or_create(&paths.token_file())?;
-            plan.holds_token = true;
-            plan.notes.push(
-                "warning: this entry holds the gateway's token; a file written with --write is \
-                 made readable by you only (0600). `review-agent-gateway token rotate` \
-                 invalidates it."
-                    .to_owned(),
-            );
-            json!({
-                "url": url,
-                "headers": { "Authorization": format!("Bearer {}", token.expose_secret()) }
-            })
-        }
-        Client::Codex => {
-            plan.notes.push(env_note);
-            plan.toml = true;
-            plan.toml_entry = vec![
-                ("url", TomlValue::Text(url)),
-                (
-                    "bearer_token_env_var",
-                    TomlValue::Text(TOKEN_ENV.to_owned()),
-                ),
-            ];
-            return Ok(plan);
-        }
-        Client::ClaudeDesktop => {
-            return Err(GatewayError::new(
-                codes::REQUEST_INVALID,
-                "Claude Desktop's configuration file launches stdio servers only",
-                "Use the default `--transport stdio`.",
-            ));
-        }
-    };
-    plan.json = document(client, entry);
-    Ok(plan)
-}
-
-/// The whole JSON document a client's file would hold with only our entry.
-fn document(client: Client, entry: Value) -> Value {
-    let mut servers = Map::new();
-    servers.insert(SERVER_NAME.to_owned(), entry);
-    match client {
-        Client::Vscode => json!({ "servers": servers }),
-        Client::Opencode => json!({ "$schema": "https://opencode.ai/config.json", "mcp": servers }),
-        _ => json!({ "mcpServers": servers }),
-    }
+    clients::http_entry(
+        client.lib(),
+        port,
+        token.as_ref().map(|t| t.expose_secret()),
+    )
 }
 
 // === where the files are ===
@@ -428,21 +244,6 @@ fn default_path(client: Client) -> Result<PathBuf, GatewayError> {
 }
 
 // === merging ===
-
-fn render_json(value: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
-fn invalid_file(path: &Path, what: &str, detail: &str) -> GatewayError {
-    GatewayError::new(
-        codes::CONFIG_INVALID,
-        format!("{} is not valid {what}: {detail}", path.display()),
-        "Fix the file (comments are not supported), or run without --write and merge the \
-         printed entry by hand; the file was left untouched.",
-    )
-}
 
 /// `existing` (when the file exists) with our entry put under the client's servers key: every
 /// other key and server kept, ours replaced; VS Code's `inputs` likewise (ours by id).
@@ -496,49 +297,6 @@ fn merge_json(existing: Option<&str>, ours: &Value, path: &Path) -> Result<Strin
         }
     }
     Ok(render_json(&doc))
-}
-
-/// `existing` Codex TOML with `[mcp_servers.review-agent-gateway]` replaced by ours; comments,
-/// order and every other table kept (toml_edit).
-fn merge_toml(existing: &str, plan: &Plan, path: &Path) -> Result<String, GatewayError> {
-    use toml_edit::{Array, DocumentMut, Item, Table, value};
-    let mut doc: DocumentMut = existing
-        .parse()
-        .map_err(|e: toml_edit::TomlError| invalid_file(path, "TOML", e.message().trim_end()))?;
-    let servers = doc
-        .entry("mcp_servers")
-        .or_insert_with(|| {
-            let mut t = Table::new();
-            t.set_implicit(true);
-            Item::Table(t)
-        })
-        .as_table_like_mut()
-        .ok_or_else(|| invalid_file(path, "TOML", "`mcp_servers` is not a table"))?;
-    let mut entry = Table::new();
-    let mut sub_tables = Vec::new();
-    for (key, v) in &plan.toml_entry {
-        match v {
-            TomlValue::Text(text) => {
-                entry.insert(key, value(text.as_str()));
-            }
-            TomlValue::List(items) => {
-                let array: Array = items.iter().map(String::as_str).collect();
-                entry.insert(key, value(array));
-            }
-            TomlValue::Table(pairs) => {
-                let mut table = Table::new();
-                for (k, v) in pairs {
-                    table.insert(k, value(v.as_str()));
-                }
-                sub_tables.push((*key, table));
-            }
-        }
-    }
-    for (key, table) in sub_tables {
-        entry.insert(key, Item::Table(table));
-    }
-    servers.insert(SERVER_NAME, Item::Table(entry));
-    Ok(doc.to_string())
 }
 
 // === writing ===
