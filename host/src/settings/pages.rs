@@ -27,35 +27,38 @@ use crate::store::RunRecord;
 
 /// One entry of the navigation.
 pub(crate) struct NavItem {
-    href: &'static str,
-    label: &'static str,
-    current: bool,
+    pub(crate) href: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) current: bool,
 }
 
 /// One entry of the language menu.
 pub(crate) struct LangOption {
-    tag: &'static str,
-    name: &'static str,
-    selected: bool,
+    pub(crate) tag: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) selected: bool,
 }
 
 /// What the base template needs: the strings, the session's anti-CSRF token, the navigation,
 /// the one-time message.
 pub(crate) struct Chrome {
-    t: Tr,
-    csrf: String,
-    nav: Vec<NavItem>,
-    langs: Vec<LangOption>,
-    flash: Option<Flash>,
-    back: String,
-    title: String,
+    pub(crate) t: Tr,
+    pub(crate) csrf: String,
+    pub(crate) nav: Vec<NavItem>,
+    pub(crate) langs: Vec<LangOption>,
+    pub(crate) flash: Option<Flash>,
+    pub(crate) back: String,
+    pub(crate) title: String,
 }
 
 /// The pages of the navigation: (path, catalogue key).
-pub(crate) const NAV: [(&str, &str); 4] = [
+pub(crate) const NAV: [(&str, &str); 7] = [
     ("/settings/status", "settings.nav.status"),
     ("/settings/mappings", "settings.nav.mappings"),
+    ("/settings/providers", "settings.nav.providers"),
+    ("/settings/rules", "settings.nav.rules"),
     ("/settings/runs", "settings.nav.runs"),
+    ("/settings/agents", "settings.nav.agents"),
     ("/settings/token", "settings.nav.token"),
 ];
 
@@ -595,16 +598,35 @@ pub(crate) struct EventRow {
     kind: String,
     at: String,
     summary: String,
+    /// A tool call's redacted input or output preview (as the event carries it, draft §10), a
+    /// warning's remediation; empty otherwise.
+    detail: String,
 }
 
 impl EventRow {
     fn of(event: &AgentEvent) -> EventRow {
+        use crate::protocol::event::EventPayload;
+        let detail = match &event.payload {
+            EventPayload::ToolStarted(started) => started.input.to_string(),
+            EventPayload::ToolCompleted(done) => done.output_preview.clone().unwrap_or_default(),
+            EventPayload::Warning(warning) => warning.remediation.clone().unwrap_or_default(),
+            _ => String::new(),
+        };
         EventRow {
             seq: event.seq,
             kind: event.event_type().to_owned(),
             at: event.at.clone(),
             summary: crate::report::event_summary(event),
+            detail: clip(&detail, 2000),
         }
+    }
+}
+
+/// `text` cut to at most `max` characters, with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
     }
 }
 

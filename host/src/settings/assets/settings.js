@@ -102,6 +102,15 @@ function liveStatus(ok) {
     summary.className = 'summary';
     summary.textContent = e.summary;
     li.append(seq, ' ', type, ' ', summary);
+    if (e.detail) {
+      const details = document.createElement('details');
+      const label = document.createElement('summary');
+      label.textContent = timeline.dataset.detailText;
+      const pre = document.createElement('pre');
+      pre.textContent = e.detail;
+      details.append(label, pre);
+      li.append(details);
+    }
     timeline.append(li);
     if (e.type === 'finding.created') {
       const count = document.getElementById('run-findings');
@@ -115,5 +124,19 @@ function liveStatus(ok) {
   // The stream ends with the run: read the page again for its final state.
   source.addEventListener('error', () => {
     if (source.readyState === EventSource.CLOSED) setTimeout(() => location.reload(), 1000);
+  });
+})();
+
+// Agents and MCP: the page is read again when a delegated session's runs or pending
+// permission requests change (the stream sends their signature; the page carries its own).
+(function agentsPage() {
+  const page = document.getElementById('agents');
+  if (!page?.dataset.live) return;
+  const source = new EventSource(page.dataset.live);
+  source.addEventListener('agents', (message) => {
+    if (message.data !== page.dataset.signature) {
+      source.close();
+      location.reload();
+    }
   });
 })();
