@@ -254,7 +254,7 @@ export interface PermissionRepliedEvent extends EventEnvelope<"permission.replie
   requestId: string;
   /** `once`, `always` or `reject`. */
   reply?: string;
-  /** `mcp`, `cli` or `http`. */
+  /** `mcp`, `cli`, `settings` or `http`. */
   by?: string;
 }
 

@@ -50,6 +50,7 @@ use crate::store::{IdempotencyRecord, MappingProposal, RunRecord, Store, payload
 use crate::tools::Registry;
 
 mod agent_calls;
+mod agent_settings;
 mod dismissals;
 mod incremental;
 mod settings_calls;
@@ -61,6 +62,9 @@ pub use agent_calls::{
     AgentPermissions, AgentReplied, AgentReplyInput, AgentSessionInput, AgentSessionSummary,
     AgentStartTaskInput, AgentStatus, AgentTask, Caller, MAX_TASK_BYTES, agent_input_schema,
     agent_output_schema,
+};
+pub use agent_settings::{
+    AgentsView, AuditRow, AuditTail, PermissionRow, RootRow, SessionRow, Snippet, WorkspaceRow,
 };
 pub use dismissals::{DismissalList, Dismissed, MAX_DISMISSAL_TEXT_CHARS, Undismissed};
 pub use settings_calls::{MappingsView, NativeHostRow, ProposalRow, ProviderRow, SettingsStatus};

@@ -24,6 +24,7 @@
 //! form calls an engine or library function that the command line uses too; templates only
 //! render. Strings come from [`i18n`]'s catalogues.
 
+pub mod agents;
 pub mod i18n;
 pub mod login;
 pub mod pages;
@@ -127,6 +128,9 @@ pub fn router(state: SettingsState) -> Router {
         .route("/settings/runs/{run_id}/events", get(pages::run_events))
         .route("/settings/runs/{run_id}/cancel", post(pages::cancel_run))
         .route("/settings/runs/{run_id}/resume", post(pages::resume_run))
+        .route("/settings/agents", get(agents::page))
+        .route("/settings/agents/live", get(agents::live))
+        .route("/settings/agents/reply", post(agents::reply))
         .route("/settings/token", get(pages::token))
         .route("/settings/token/rotate", post(pages::rotate_token))
         // Every other path under /settings: the page's own 404, behind the same guard (the

@@ -24,7 +24,7 @@
 //!   `delegation.tool_failed`, and a call still open when the turn ends is closed with one),
 //!   `text.delta` with the text of
 //!   each finished answer, `permission.requested` and `permission.replied` (`by`: `mcp`,
-//!   `cli`, `http`; no reply when the request went away unanswered; a request answered
+//!   `cli`, `http`, `settings`; no reply when the request went away unanswered; a request answered
 //!   before the watcher saw it pending gets both when the watcher sees the reply), `warning`
 //!   (`delegation.unavailable` while the agent's server does not answer), then `run.completed`
 //!   (idle, last answer finished with `stop`), `run.cancelled` (aborted: `agent_abort`, `runs
@@ -77,15 +77,18 @@ pub enum Caller {
     Cli,
     /// Another `/v1` client.
     Http,
+    /// The settings page (`/settings/agents`), the person at the keyboard.
+    Settings,
 }
 
 impl Caller {
-    /// `mcp`, `cli`, `http`.
+    /// `mcp`, `cli`, `http`, `settings`.
     pub fn as_str(self) -> &'static str {
         match self {
             Caller::Mcp => "mcp",
             Caller::Cli => "cli",
             Caller::Http => "http",
+            Caller::Settings => "settings",
         }
     }
 }

@@ -211,7 +211,8 @@ pub struct PermissionReplied {
     /// ours (the agent's server restarted, or the turn was aborted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
-    /// Who answered: `mcp`, `cli` (`review-agent-gateway agents reply`) or `http`.
+    /// Who answered: `mcp`, `cli` (`review-agent-gateway agents reply`), `settings` (the
+    /// settings page) or `http`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
 }
