@@ -16,12 +16,15 @@ mod common;
 use std::path::{Path, PathBuf};
 
 /// The lines `settings-e2e.mjs` prints (after `chromium `) when a step passed.
-const STEPS: [&str; 10] = [
+const STEPS: [&str; 11] = [
     "login: code used once and gone from the URL; reused and expired codes refused; token and \
      cookie kept apart",
     "status: version, address, provider ready, sandbox and store shown",
     "mappings: a proposal confirmed into config.toml, one rejected, a missing clone refused, the \
      default ref checked",
+    "agents: a delegated OpenCode edit's permission request answered Once on the page (Always \
+     refused by the engine), the edit made, the request gone, by settings; roots, workspace, \
+     audit line and snippets shown",
     "runs: a review watched live to completion in the list and on its page; cancelled and \
      resumed from the page",
     "token: shown, rotated; the old one refused, the new one taken",
@@ -33,7 +36,7 @@ const STEPS: [&str; 10] = [
 ];
 
 /// Screenshots every run must leave.
-const SHOTS: [&str; 10] = [
+const SHOTS: [&str; 12] = [
     "login-refused",
     "status",
     "mappings-pending",
@@ -41,6 +44,8 @@ const SHOTS: [&str; 10] = [
     "runs-live",
     "run-live",
     "run",
+    "agents",
+    "agents-answered",
     "token",
     "status-zh-CN",
     "mappings",
