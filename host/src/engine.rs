@@ -53,6 +53,8 @@ mod agent_calls;
 mod agent_settings;
 mod dismissals;
 mod incremental;
+mod provider_settings;
+mod rule_settings;
 mod settings_calls;
 mod tool_calls;
 mod workspace_calls;
@@ -67,6 +69,8 @@ pub use agent_settings::{
     AgentsView, AuditRow, AuditTail, PermissionRow, RootRow, SessionRow, Snippet, WorkspaceRow,
 };
 pub use dismissals::{DismissalList, Dismissed, MAX_DISMISSAL_TEXT_CHARS, Undismissed};
+pub use provider_settings::{ProviderSettings, ProviderTest, ProvidersView};
+pub use rule_settings::{RepositoryRules, RuleRow, RuleSetRow, RulesView, SnippetTried};
 pub use settings_calls::{MappingsView, NativeHostRow, ProposalRow, ProviderRow, SettingsStatus};
 pub use workspace_calls::{WORKSPACE_OPEN, WorkspaceInfo, WorkspaceOpenInput};
 
@@ -458,23 +462,7 @@ impl Gateway {
             tx,
         };
         tokio::spawn(async move {
-            // Key lookup may touch the OS keyring over D-Bus: keep it off the async workers.
-            let gateway = done.gateway.clone();
-            let built = tokio::task::spawn_blocking(move || {
-                crate::providers::build(&config, Some(&gateway.inner.clients))
-            })
-            .await;
-            let status = match built {
-                Ok(Ok(provider)) => provider.probe().await,
-                // No key, or a key file that may not be used: configuration, not the server.
-                Ok(Err(error))
-                    if error.code == codes::PROVIDER_NOT_CONFIGURED
-                        || error.code.starts_with("secrets.") =>
-                {
-                    ProviderStatus::NotConfigured
-                }
-                _ => ProviderStatus::Unavailable,
-            };
+            let status = provider_settings::probe_once(&done.gateway, &config).await;
             done.finish(status);
         });
     }

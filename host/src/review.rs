@@ -26,6 +26,7 @@ mod events;
 pub mod fingerprint;
 pub mod incremental;
 pub mod model;
+pub mod snippet;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;

@@ -28,6 +28,8 @@ pub mod agents;
 pub mod i18n;
 pub mod login;
 pub mod pages;
+pub mod providers;
+pub mod rules;
 pub mod session;
 
 use std::sync::Arc;
@@ -122,6 +124,12 @@ pub fn router(state: SettingsState) -> Router {
             "/settings/mappings/default-ref",
             post(pages::set_default_ref),
         )
+        .route("/settings/providers", get(providers::providers))
+        .route("/settings/providers/test", post(providers::test))
+        .route("/settings/providers/key", post(providers::set_key))
+        .route("/settings/providers/delete-key", post(providers::delete_key))
+        .route("/settings/rules", get(rules::rules))
+        .route("/settings/rules/try", post(rules::try_rules))
         .route("/settings/runs", get(pages::runs))
         .route("/settings/runs/live", get(pages::runs_live))
         .route("/settings/runs/{run_id}", get(pages::run))

@@ -28,15 +28,23 @@ export const FAKE_MODEL = "fake-model";
 /**
  * Starts the fake provider. `finding`: `{ path, line, title, content, existingCode?,
  * suggestionCode? }` the review reports; `chatReadPath`: the file the chat reads; `answer`: the
- * chat's answer text, split into `answerDeltas` pieces sent `deltaMs` apart.
+ * chat's answer text, split into `answerDeltas` pieces sent `deltaMs` apart; `requireKey`: when
+ * set, every request (`/v1/models` and `/v1/chat/completions`) without `Authorization: Bearer
+ * <requireKey>` is answered 401, as a hosted API does.
  * Returns `{ baseUrl, requests, toml(id), close() }`; `toml(id)` is the `[[providers]]` entry of
  * the gateway's config.toml (as host/tests/common/fake_provider.rs `toml` writes it).
  */
-export async function startFakeModel({ finding, chatReadPath, answer, answerDeltas = 20, deltaMs = 150 }) {
+export async function startFakeModel({ finding, chatReadPath, answer, answerDeltas = 20, deltaMs = 150, requireKey = null }) {
   const requests = [];
   let callNo = 0;
   const server = createServer(async (req, res) => {
     const url = new URL(req.url, "http://x");
+    // With `requireKey`, what OpenAI answers a missing or wrong key: 401 with its error shape.
+    if (requireKey !== null && req.headers.authorization !== `Bearer ${requireKey}`) {
+      req.resume();
+      return res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({
+        error: { message: "Incorrect API key provided.", type: "invalid_request_error", param: null, code: "invalid_api_key" } }));
+    }
     if (req.method === "GET" && url.pathname === "/v1/models") {
       return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [{ id: FAKE_MODEL, object: "model", owned_by: "test" }] }));
     }

@@ -37,9 +37,9 @@ export function fixtureRepo(dir) {
 /**
  * Starts `binary serve` with `home` as REVIEW_AGENT_GATEWAY_HOME and `config` (TOML text, to
  * which `port = N` is prepended) as its config.toml. `extraEnv` is added to the daemon's
- * environment only. Returns { port, base, env, token, api, stop }: `env` is what commands of
- * this gateway run with; `api(method, path, body, headers)` calls /v1 with the bearer token
- * and answers { status, body }.
+ * environment only. Returns { port, base, env, token, api, stop, stderr }: `env` is what
+ * commands of this gateway run with; `api(method, path, body, headers)` calls /v1 with the
+ * bearer token and answers { status, body }; `stderr()` is the daemon's log so far.
  */
 export async function startDaemon({ binary, home, config = "", extraEnv = {} }) {
   const port = await freePort();
@@ -49,7 +49,10 @@ export async function startDaemon({ binary, home, config = "", extraEnv = {} }) 
     DBUS_SESSION_BUS_ADDRESS: `unix:path=${home}/no-bus`, BROWSER: "true" };
   delete env.XDG_CONFIG_HOME;
   delete env.REVIEW_AGENT_GATEWAY_PORT;
-  const daemon = spawn(binary, ["serve"], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "inherit"] });
+  const daemon = spawn(binary, ["serve"], { env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+  // The daemon's log goes on to this process's stderr, and is kept for `stderr()`.
+  const log = [];
+  daemon.stderr.on("data", (chunk) => { log.push(chunk); process.stderr.write(chunk); });
   const listening = await new Promise((resolve) => {
     createInterface({ input: daemon.stdout }).once("line", resolve);
     daemon.once("exit", (code) => resolve(`exited ${code}`));
@@ -70,7 +73,8 @@ export async function startDaemon({ binary, home, config = "", extraEnv = {} }) 
     daemon.once("exit", () => resolve());
     daemon.kill("SIGTERM");
   });
-  return { port, base, env, token: () => run(binary, ["token", "show"], { env }), api, stop, process: daemon };
+  return { port, base, env, token: () => run(binary, ["token", "show"], { env }), api, stop, process: daemon,
+    stderr: () => Buffer.concat(log).toString("utf8") };
 }
 
 /** A login code from the real command: { url, code } (`--valid-for` seconds, default 120).

@@ -11,12 +11,12 @@ use std::process::ExitCode;
 
 use review_agent_gateway::GatewayError;
 use review_agent_gateway::config::{Config, LoadedConfig, Paths, ProviderConfig, ProviderKind};
-use review_agent_gateway::error::codes;
+use review_agent_gateway::error::{Surface, codes};
 use review_agent_gateway::providers::{
     DEFAULT_ANTHROPIC_CONTEXT_WINDOW, DEFAULT_OPENAI_CONTEXT_WINDOW,
 };
 use review_agent_gateway::security::secrets::{
-    self, ApiKey, InvalidKey, KeySource, KeyStore, MAX_KEY_BYTES,
+    self, KeyDeleted, KeySource, KeyTarget, MAX_KEY_BYTES,
 };
 
 #[derive(clap::Subcommand)]
@@ -223,24 +223,31 @@ fn source_kind(source: &KeySource) -> &'static str {
 
 fn set_key(id: &str, file: bool, config: Option<PathBuf>) -> Result<ExitCode, GatewayError> {
     let loaded = Config::load(config.as_deref())?;
-    let provider = configured(&loaded, id)?;
+    configured(&loaded, id)?;
     let paths = Paths::discover()?;
-    let key = read_key(id, file)?;
+    let text = read_key(id, file)?;
     let target = if file {
-        KeyStore::File
+        KeyTarget::File
     } else {
-        KeyStore::Keyring
+        KeyTarget::Keyring
     };
-    let source = secrets::store(&paths, id, &key, target)?;
-    match &source {
+    let set = secrets::set_key(
+        &paths,
+        loaded.config(),
+        loaded.path(),
+        id,
+        &text,
+        target,
+        Surface::CommandLine,
+    )?;
+    match &set.source {
         KeySource::File(path) => eprintln!(
             "Stored the key of provider `{id}` in {} (mode 0600).",
             path.display()
         ),
         other => eprintln!("Stored the key of provider `{id}` in the {other}."),
     }
-    let env = secrets::env_var_name(provider);
-    if std::env::var(&env).is_ok_and(|v| !v.trim().is_empty()) {
+    if let Some(env) = &set.env_override {
         eprintln!("Note: {env} is set in this environment and takes precedence over it.");
     }
     Ok(ExitCode::SUCCESS)
@@ -248,9 +255,11 @@ fn set_key(id: &str, file: bool, config: Option<PathBuf>) -> Result<ExitCode, Ga
 
 fn delete_key(id: &str, config: Option<PathBuf>) -> Result<ExitCode, GatewayError> {
     let loaded = Config::load(config.as_deref())?;
-    let provider = loaded.config().find_provider(id);
     let paths = Paths::discover()?;
-    let deleted = secrets::delete(&paths, id)?;
+    let KeyDeleted {
+        deleted,
+        env_still_set,
+    } = secrets::delete_key(&paths, loaded.config(), loaded.path(), id)?;
     if deleted.keyring {
         eprintln!("Removed the key of provider `{id}` from the OS keyring.");
     }
@@ -258,21 +267,13 @@ fn delete_key(id: &str, config: Option<PathBuf>) -> Result<ExitCode, GatewayErro
         eprintln!("Removed {}.", path.display());
     }
     if !deleted.keyring && deleted.file.is_none() {
-        // Keys of providers no longer configured may still be removed; an id that is neither
-        // configured nor stored is most likely a typo.
-        if provider.is_none() {
-            return Err(not_configured(&loaded, id));
-        }
         eprintln!("No stored key for provider `{id}`.");
     }
     if let Some(why) = &deleted.keyring_unavailable {
         eprintln!("Note: the OS keyring could not be asked ({why}); an item there may remain.");
     }
-    if let Some(provider) = provider {
-        let env = secrets::env_var_name(provider);
-        if std::env::var(&env).is_ok_and(|v| !v.trim().is_empty()) {
-            eprintln!("Note: {env} is still set in this environment and provides a key.");
-        }
+    if let Some(env) = &env_still_set {
+        eprintln!("Note: {env} is still set in this environment and provides a key.");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -281,26 +282,12 @@ fn configured<'a>(loaded: &'a LoadedConfig, id: &str) -> Result<&'a ProviderConf
     loaded
         .config()
         .find_provider(id)
-        .ok_or_else(|| not_configured(loaded, id))
+        .ok_or_else(|| secrets::unknown_provider(loaded.path(), id))
 }
 
-fn not_configured(loaded: &LoadedConfig, id: &str) -> GatewayError {
-    GatewayError::new(
-        codes::PROVIDER_NOT_CONFIGURED,
-        format!(
-            "no [[providers]] entry in {} has id `{id}`",
-            loaded.path().display()
-        ),
-        format!(
-            "Run `review-agent-gateway providers list` to see the configured ids, or add a \
-             [[providers]] entry with id = \"{id}\" to {}.",
-            loaded.path().display()
-        ),
-    )
-}
-
-/// The key typed at a hidden prompt (stdin is a terminal) or the first line of stdin.
-fn read_key(id: &str, file: bool) -> Result<ApiKey, GatewayError> {
+/// The text typed at a hidden prompt (stdin is a terminal) or the first line of stdin, checked
+/// as a key by [`secrets::set_key`].
+fn read_key(id: &str, file: bool) -> Result<String, GatewayError> {
     let again = format!(
         "printf %s \"$KEY\" | review-agent-gateway providers set-key {id}{}",
         if file { " --file" } else { "" }
@@ -331,17 +318,5 @@ fn read_key(id: &str, file: bool) -> Result<ApiKey, GatewayError> {
             })?;
         line
     };
-    ApiKey::parse(&text).map_err(|why| {
-        let hint = match why {
-            InvalidKey::Empty => {
-                format!("Type or paste the key at the prompt, or pipe it in: `{again}`.")
-            }
-            InvalidKey::TooLong | InvalidKey::BadCharacter => {
-                "Give the key exactly as the provider issued it, on one line (only the first \
-                 line of a pipe is read)."
-                    .to_owned()
-            }
-        };
-        GatewayError::new(codes::REQUEST_INVALID, format!("not stored: {why}"), hint)
-    })
+    Ok(text)
 }

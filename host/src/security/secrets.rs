@@ -30,8 +30,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::config::{Paths, ProviderConfig, ProviderKind};
-use crate::error::{GatewayError, codes};
+use crate::config::{Config, Paths, ProviderConfig, ProviderKind};
+use crate::error::{GatewayError, Surface, codes};
 
 use super::fs::{IfExists, write_private};
 
@@ -383,6 +383,177 @@ fn remove_file(path: &Path) -> Result<bool, SecretsError> {
             source,
         }),
     }
+}
+
+// === Setting and deleting a configured provider's key (command line and settings page) ===
+
+/// Where [`set_key`] stores a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyTarget {
+    /// The OS keyring only (`providers set-key`): no keyring is an error.
+    Keyring,
+    /// The key file only (`providers set-key --file`).
+    File,
+    /// The OS keyring, else — when no keyring service answers, or it refuses — the key file
+    /// (the settings page).
+    KeyringElseFile,
+}
+
+/// What [`set_key`] did (never the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySet {
+    /// Where the key went: [`KeySource::Keyring`] or [`KeySource::File`].
+    pub source: KeySource,
+    /// Why the keyring was not used, when [`KeyTarget::KeyringElseFile`] fell back to the file.
+    pub keyring_unavailable: Option<String>,
+    /// The environment variable that is set in this process and wins over the stored key.
+    pub env_override: Option<String>,
+}
+
+/// What [`delete_key`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDeleted {
+    /// What was removed.
+    pub deleted: Deleted,
+    /// The environment variable that is still set in this process and still gives a key.
+    pub env_still_set: Option<String>,
+}
+
+/// `provider.not_configured` for an id that no `[[providers]]` entry of the config file at
+/// `config_path` has.
+pub fn unknown_provider(config_path: &Path, id: &str) -> GatewayError {
+    GatewayError::new(
+        codes::PROVIDER_NOT_CONFIGURED,
+        format!(
+            "no [[providers]] entry in {} has id `{}`",
+            config_path.display(),
+            clip_id(id)
+        ),
+        format!(
+            "Run `review-agent-gateway providers list` to see the configured ids, or add a \
+             [[providers]] entry with id = \"{}\" to {}.",
+            clip_id(id),
+            config_path.display()
+        ),
+    )
+}
+
+/// An id as shown in a message: at most 64 characters, control characters replaced.
+fn clip_id(id: &str) -> String {
+    let mut out: String = id
+        .chars()
+        .take(64)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
+    if id.chars().count() > 64 {
+        out.push('…');
+    }
+    out
+}
+
+/// Check `text` as a key and store it for provider `id` of `config` (the config file at
+/// `config_path`, for messages) in `target`: what `providers set-key` and the settings page's
+/// Providers page both do. The key is checked with [`ApiKey::parse`] and stored with [`store`]
+/// (the copy in the other store removed). Never logs the key nor puts it in an error.
+/// `surface` picks the remediation's words (the command's pipe, or the page's field).
+///
+/// Blocks on the keyring's D-Bus calls.
+///
+/// # Errors
+/// - `provider.not_configured`: no `[[providers]]` entry has that id;
+/// - `request.invalid`: the text is empty, longer than [`MAX_KEY_BYTES`], or has a space, line
+///   break, control or non-ASCII character inside it (nothing stored);
+/// - what [`store`] returns (`secrets.unavailable` without a keyring for
+///   [`KeyTarget::Keyring`], or when the key file cannot be written).
+pub fn set_key(
+    paths: &Paths,
+    config: &Config,
+    config_path: &Path,
+    id: &str,
+    text: &str,
+    target: KeyTarget,
+    surface: Surface,
+) -> Result<KeySet, GatewayError> {
+    let provider = config
+        .find_provider(id)
+        .ok_or_else(|| unknown_provider(config_path, id))?;
+    let key = ApiKey::parse(text).map_err(|why| {
+        let hint = match (why, surface) {
+            (InvalidKey::Empty, Surface::CommandLine) => format!(
+                "Type or paste the key at the prompt, or pipe it in: `printf %s \"$KEY\" | \
+                 review-agent-gateway providers set-key {id}{}`.",
+                if target == KeyTarget::File {
+                    " --file"
+                } else {
+                    ""
+                }
+            ),
+            (InvalidKey::Empty, Surface::Request) => {
+                "Paste the key into the key field and store it again.".to_owned()
+            }
+            (_, Surface::CommandLine) => {
+                "Give the key exactly as the provider issued it, on one line (only the first \
+                 line of a pipe is read)."
+                    .to_owned()
+            }
+            (_, Surface::Request) => "Paste the key exactly as the provider issued it: one \
+                                      line of visible ASCII characters, at most 4096 bytes."
+                .to_owned(),
+        };
+        GatewayError::new(codes::REQUEST_INVALID, format!("not stored: {why}"), hint)
+    })?;
+    let (source, keyring_unavailable) = match target {
+        KeyTarget::Keyring => (store(paths, id, &key, KeyStore::Keyring)?, None),
+        KeyTarget::File => (store(paths, id, &key, KeyStore::File)?, None),
+        KeyTarget::KeyringElseFile => match store(paths, id, &key, KeyStore::Keyring) {
+            Ok(source) => (source, None),
+            Err(error) if error.code == codes::SECRETS_UNAVAILABLE => {
+                tracing::info!(
+                    provider = id,
+                    "no usable OS keyring; storing the key in the key file"
+                );
+                (store(paths, id, &key, KeyStore::File)?, Some(error.message))
+            }
+            Err(error) => return Err(error),
+        },
+    };
+    let env = env_var_name(provider);
+    let env_override = std::env::var(&env)
+        .is_ok_and(|v| !v.trim().is_empty())
+        .then_some(env);
+    Ok(KeySet {
+        source,
+        keyring_unavailable,
+        env_override,
+    })
+}
+
+/// Remove provider `id`'s stored key from the OS keyring and its key file ([`delete`]): what
+/// `providers delete-key` and the settings page both do. A provider no longer configured may
+/// still have its stored key removed.
+///
+/// # Errors
+/// - `provider.not_configured`: the id is not configured and nothing was stored under it (most
+///   likely a typo);
+/// - what [`delete`] returns (`config.invalid` for an id that cannot name a key file).
+pub fn delete_key(
+    paths: &Paths,
+    config: &Config,
+    config_path: &Path,
+    id: &str,
+) -> Result<KeyDeleted, GatewayError> {
+    let provider = config.find_provider(id);
+    let deleted = delete(paths, id)?;
+    if provider.is_none() && !deleted.keyring && deleted.file.is_none() {
+        return Err(unknown_provider(config_path, id));
+    }
+    let env_still_set = provider
+        .map(env_var_name)
+        .filter(|env| std::env::var(env).is_ok_and(|v| !v.trim().is_empty()));
+    Ok(KeyDeleted {
+        deleted,
+        env_still_set,
+    })
 }
 
 // === Keyring access ===
