@@ -16,12 +16,17 @@ mod common;
 use std::path::{Path, PathBuf};
 
 /// The lines `settings-e2e.mjs` prints (after `chromium `) when a step passed.
-const STEPS: [&str; 11] = [
+const STEPS: [&str; 13] = [
     "login: code used once and gone from the URL; reused and expired codes refused; token and \
      cookie kept apart",
     "status: version, address, provider ready, sandbox and store shown",
     "mappings: a proposal confirmed into config.toml, one rejected, a missing clone refused, the \
      default ref checked",
+    "providers: settings and health shown; a key stored in the 0600 key file (no keyring) made \
+     the provider ready on Test and Status, never shown or logged; deleted, it is not configured \
+     again",
+    "rules: security-default listed with its version and rules with examples; a pasted \
+     snippet's shell injection flagged at its line; a snippet over 64 KiB refused",
     "agents: a delegated OpenCode edit's permission request answered Once on the page (Always \
      refused by the engine), the edit made, the request gone, by settings; roots, workspace, \
      audit line and snippets shown",
@@ -36,7 +41,7 @@ const STEPS: [&str; 11] = [
 ];
 
 /// Screenshots every run must leave.
-const SHOTS: [&str; 12] = [
+const SHOTS: [&str; 14] = [
     "login-refused",
     "status",
     "mappings-pending",
@@ -44,6 +49,8 @@ const SHOTS: [&str; 12] = [
     "runs-live",
     "run-live",
     "run",
+    "providers",
+    "rules",
     "agents",
     "agents-answered",
     "token",
