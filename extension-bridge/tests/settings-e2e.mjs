@@ -214,8 +214,24 @@ async function main() {
     check(readFileSync(join(home, "config/config.toml"), "utf8").includes(`default_ref = "${head}"`), "the ref was not written");
     await page.locator('#mappings tr[data-project="group/project"] input[name=ref]').fill("main");
     await press(page, "Save");
+    // Allowed origins: one added (normalized), a bad one refused, then removed again.
+    await page.fill("#new-origin", "not an origin");
+    await press(page, "Allow");
+    f = await flash(page);
+    check(f && !f.ok && f.text.includes("allowed_origins"), `a bad origin: ${JSON.stringify(f)}`);
+    await page.fill("#new-origin", "https://GitLab.Other.example/");
+    await press(page, "Allow");
+    f = await flash(page);
+    check(f?.ok && await page.locator('#origins li[data-origin="https://gitlab.other.example"] button').count() === 1, `add an origin: ${JSON.stringify(f)}`);
+    const allowed = await fetch(`${gw.base}/v1/health`, { headers: { origin: "https://gitlab.other.example" } });
+    check(allowed.status === 200 && allowed.headers.get("access-control-allow-origin") === "https://gitlab.other.example",
+      `the added origin is not allowed by /v1: ${allowed.status}`);
+    check(await page.locator('#origins li[data-origin="https://gitlab.example.com"] button').count() === 0, "a mapping's origin is removable");
     await shot("mappings");
-    say("mappings: a proposal confirmed into config.toml, one rejected, a missing clone refused, the default ref checked");
+    await page.locator('#origins li[data-origin="https://gitlab.other.example"] button').click();
+    await page.waitForLoadState("load");
+    check(await page.locator('#origins li[data-origin="https://gitlab.other.example"]').count() === 0, "the origin was not removed");
+    say("mappings: a proposal confirmed into config.toml, one rejected, a missing clone refused, the default ref checked, an origin allowed and removed");
   }
 
   // --- the modules' steps ---

@@ -76,7 +76,9 @@ pub use daemon_record::{
     DaemonRecord, PORT_ENV, PortSource, configured_port, daemon_port, read_daemon_record,
     read_record_file, record_daemon, remove_daemon_record, running_daemon_port,
 };
-pub use edit::{add_mapping, remove_mapping, set_default_ref};
+pub use edit::{
+    add_allowed_origin, add_mapping, remove_allowed_origin, remove_mapping, set_default_ref,
+};
 pub use error::ConfigError;
 pub use file::{
     AnalyzerConfig, AnalyzerWorkdir, Config, DelegationConfig, FILES_PLACEHOLDER, Limits,

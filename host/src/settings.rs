@@ -124,10 +124,18 @@ pub fn router(state: SettingsState) -> Router {
             "/settings/mappings/default-ref",
             post(pages::set_default_ref),
         )
+        .route("/settings/mappings/origins/add", post(pages::add_origin))
+        .route(
+            "/settings/mappings/origins/remove",
+            post(pages::remove_origin),
+        )
         .route("/settings/providers", get(providers::providers))
         .route("/settings/providers/test", post(providers::test))
         .route("/settings/providers/key", post(providers::set_key))
-        .route("/settings/providers/delete-key", post(providers::delete_key))
+        .route(
+            "/settings/providers/delete-key",
+            post(providers::delete_key),
+        )
         .route("/settings/rules", get(rules::rules))
         .route("/settings/rules/try", post(rules::try_rules))
         .route("/settings/runs", get(pages::runs))

@@ -21,7 +21,7 @@ const STEPS: [&str; 13] = [
      cookie kept apart",
     "status: version, address, provider ready, sandbox and store shown",
     "mappings: a proposal confirmed into config.toml, one rejected, a missing clone refused, the \
-     default ref checked",
+     default ref checked, an origin allowed and removed",
     "providers: settings and health shown; a key stored in the 0600 key file (no keyring) made \
      the provider ready on Test and Status, never shown or logged; deleted, it is not configured \
      again",
@@ -63,7 +63,10 @@ fn settings_page_in_headless_chromium() {
     let hint = "run the install steps of .ci/run: `apt-get install -y chromium nodejs npm` and \
                 `npm ci` in extension-bridge/";
     let bridge = common::extension_bridge();
-    assert!(Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: {hint}");
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: {hint}"
+    );
     assert!(
         bridge.join("node_modules/playwright-core").is_dir()
             && bridge.join("node_modules/axe-core").is_dir(),

@@ -751,3 +751,42 @@ fn readme_analyzers_example_parses() {
         Some(review_agent_gateway::protocol::Severity::Critical)
     );
 }
+
+#[test]
+fn allowed_origins_and_default_refs_are_edited_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.toml");
+    let text = format!(
+        "# mine\nport = 4317 # keep\n\n[[mappings]]\ngitlab_origin = \"https://gitlab.com\"\n\
+         project_path = \"a/b\"\nlocal_path = \"{}\"\ndefault_ref = \"main\" # the branch\n",
+        dir.path().display()
+    );
+    std::fs::write(&path, &text).expect("write");
+    // A new top-level key lands above the first table, where it belongs.
+    assert!(config::add_allowed_origin(&path, "https://GitLab.Example.com/").expect("add"));
+    assert!(!config::add_allowed_origin(&path, "https://gitlab.example.com").expect("again"));
+    let loaded = Config::load(Some(&path)).expect("load");
+    assert_eq!(
+        loaded.config().allowed_origins,
+        vec!["https://gitlab.example.com"]
+    );
+    assert_eq!(loaded.config().mappings.len(), 1);
+    let err = config::add_allowed_origin(&path, "not an origin").expect_err("refused");
+    assert!(err.to_string().contains("allowed_origins"), "{err}");
+    assert!(config::add_allowed_origin(&path, "http://gitlab.local:8080").expect("second"));
+    assert!(config::remove_allowed_origin(&path, "https://gitlab.example.com/").expect("remove"));
+    assert!(!config::remove_allowed_origin(&path, "https://gitlab.example.com").expect("gone"));
+    let loaded = Config::load(Some(&path)).expect("load");
+    assert_eq!(
+        loaded.config().allowed_origins,
+        vec!["http://gitlab.local:8080"]
+    );
+
+    assert!(config::set_default_ref(&path, "https://gitlab.com", "a/b", "develop").expect("set"));
+    assert!(!config::set_default_ref(&path, "https://gitlab.com", "x/y", "develop").expect("none"));
+    assert!(config::set_default_ref(&path, "https://gitlab.com", "a/b", "bad ref\n").is_err());
+    let after = std::fs::read_to_string(&path).expect("read");
+    assert!(after.starts_with("# mine\nport = 4317 # keep\n"), "{after}");
+    let loaded = Config::load(Some(&path)).expect("load");
+    assert_eq!(loaded.config().mappings[0].default_ref, "develop");
+}

@@ -197,6 +197,68 @@ pub fn set_default_ref(
     Ok(true)
 }
 
+/// Add `origin` (normalized) to the top-level `allowed_origins` of the config file at `path`
+/// (created when missing), keeping everything else. Returns `false` when it is there already
+/// (the file is not written).
+///
+/// # Errors
+/// [`ConfigError::InvalidMapping`] (field `allowed_origins`) for a value that is not an origin
+/// such as `https://gitlab.example.com`; [`ConfigError::Read`], [`ConfigError::Invalid`],
+/// [`ConfigError::SecretInConfig`], [`ConfigError::Write`].
+pub fn add_allowed_origin(path: &Path, origin: &str) -> Result<bool, ConfigError> {
+    let origin = normalize_origin(origin.trim().trim_end_matches('/')).map_err(|message| {
+        ConfigError::InvalidMapping {
+            field: "allowed_origins",
+            message: format!("invalid origin `{}`: {message}", origin.trim()),
+        }
+    })?;
+    let text = read_or_empty(path)?;
+    let config = Config::parse(&text, path)?;
+    if config.allowed_origins.iter().any(|o| *o == origin) {
+        return Ok(false);
+    }
+    let mut doc = parse_mut(&text, path)?;
+    match doc.get_mut("allowed_origins") {
+        Some(Item::Value(Value::Array(array))) => array.push(origin.as_str()),
+        _ => {
+            let mut array = toml_edit::Array::new();
+            array.push(origin.as_str());
+            // A new top-level key goes before the first table (a key below a table would
+            // belong to it).
+            doc.insert("allowed_origins", Item::Value(Value::Array(array)));
+        }
+    }
+    write_checked(path, &doc.to_string())?;
+    Ok(true)
+}
+
+/// Remove `origin` (compared in normal form) from `allowed_origins` of the config file at
+/// `path`. Returns `false` when it is not there (the file is not written). The origins of
+/// confirmed mappings are allowed by the mappings themselves and are not in this list.
+///
+/// # Errors
+/// As [`add_allowed_origin`].
+pub fn remove_allowed_origin(path: &Path, origin: &str) -> Result<bool, ConfigError> {
+    let wanted = normalize_origin(origin.trim().trim_end_matches('/')).unwrap_or_default();
+    let text = read_or_empty(path)?;
+    Config::parse(&text, path)?;
+    let mut doc = parse_mut(&text, path)?;
+    let Some(Item::Value(Value::Array(array))) = doc.get_mut("allowed_origins") else {
+        return Ok(false);
+    };
+    let before = array.len();
+    array.retain(|v| {
+        v.as_str()
+            .and_then(|o| normalize_origin(o.trim_end_matches('/')).ok())
+            .is_none_or(|o| o != wanted)
+    });
+    if array.len() == before {
+        return Ok(false);
+    }
+    write_checked(path, &doc.to_string())?;
+    Ok(true)
+}
+
 fn new_table(fields: &[(&str, &str)]) -> Table {
     let mut table = Table::new();
     for (k, v) in fields {

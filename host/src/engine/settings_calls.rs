@@ -80,8 +80,10 @@ pub struct MappingsView {
     pub mappings: Vec<Mapping>,
     /// Proposals from pages not confirmed yet, oldest first.
     pub proposals: Vec<ProposalRow>,
-    /// The GitLab origins allowed to call the gateway: `allowed_origins` plus the mappings'.
-    pub allowed_origins: Vec<String>,
+    /// The config's `allowed_origins` (removable on the page).
+    pub configured_origins: Vec<String>,
+    /// The origins of confirmed mappings not in `allowed_origins` (allowed by their mapping).
+    pub mapping_origins: Vec<String>,
 }
 
 /// A pending proposal, with what stands in its way.
@@ -186,7 +188,12 @@ impl Gateway {
             config_path: self.config_path().display().to_string(),
             mappings: config.mappings.clone(),
             proposals,
-            allowed_origins: self.allowed_origins(),
+            mapping_origins: self
+                .allowed_origins()
+                .into_iter()
+                .filter(|o| !config.allowed_origins.contains(o))
+                .collect(),
+            configured_origins: config.allowed_origins.clone(),
         })
     }
 
@@ -253,6 +260,40 @@ impl Gateway {
             Ok(())
         } else {
             Err(not_mapped(origin, project))
+        }
+    }
+
+    /// Allow pages of `origin` to call the gateway (`allowed_origins` in config.toml).
+    ///
+    /// # Errors
+    /// `config.invalid_mapping` naming `allowed_origins` for a value that is no origin;
+    /// `request.invalid` when it is allowed already; `config.*`.
+    pub fn add_allowed_origin(&self, origin: &str) -> Result<(), GatewayError> {
+        if crate::config::add_allowed_origin(&self.config_path(), origin)? {
+            Ok(())
+        } else {
+            Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("`{origin}` is allowed already"),
+                "Nothing to do; the list on the Mappings page shows the allowed origins.",
+            ))
+        }
+    }
+
+    /// Stop allowing `origin` through `allowed_origins` (a confirmed mapping of it still
+    /// allows it).
+    ///
+    /// # Errors
+    /// `request.invalid` when it is not in `allowed_origins`; `config.*`.
+    pub fn remove_allowed_origin(&self, origin: &str) -> Result<(), GatewayError> {
+        if crate::config::remove_allowed_origin(&self.config_path(), origin)? {
+            Ok(())
+        } else {
+            Err(GatewayError::new(
+                codes::REQUEST_INVALID,
+                format!("`{origin}` is not in allowed_origins"),
+                "Reload the Mappings page; an origin allowed by a mapping goes with the mapping.",
+            ))
         }
     }
 

@@ -474,6 +474,38 @@ pub(crate) async fn set_default_ref(
     done(&state, &change, "/settings/mappings", flash)
 }
 
+/// `POST /settings/mappings/origins/add` (`origin`).
+pub(crate) async fn add_origin(State(state): State<SettingsState>, change: Change) -> Response {
+    let origin = change.field("origin").to_owned();
+    let gateway = state.gateway.clone();
+    let shown = origin.clone();
+    let flash = match blocking(move || gateway.add_allowed_origin(&origin)).await {
+        Ok(()) => ok_flash(
+            change
+                .t
+                .with("settings.mappings.origin_added", "origin", shown),
+        ),
+        Err(error) => error_flash(&error),
+    };
+    done(&state, &change, "/settings/mappings", flash)
+}
+
+/// `POST /settings/mappings/origins/remove` (`origin`).
+pub(crate) async fn remove_origin(State(state): State<SettingsState>, change: Change) -> Response {
+    let origin = change.field("origin").to_owned();
+    let gateway = state.gateway.clone();
+    let shown = origin.clone();
+    let flash = match blocking(move || gateway.remove_allowed_origin(&origin)).await {
+        Ok(()) => ok_flash(
+            change
+                .t
+                .with("settings.mappings.origin_removed", "origin", shown),
+        ),
+        Err(error) => error_flash(&error),
+    };
+    done(&state, &change, "/settings/mappings", flash)
+}
+
 // === runs ===
 
 /// A run as the Runs page lists it (also what the live list sends, as JSON).
