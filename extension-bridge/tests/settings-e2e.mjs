@@ -180,7 +180,15 @@ async function main() {
     const bad = await propose("group/rejected", other.repo);
     const missing = await propose("group/missing", join(home, "no-such-clone"));
     pendingId = await propose("group/kept", other.repo);
+    // A hostile page's proposal: shown as text, never as markup.
+    const hostile = '"><img src=x onerror="window.__xss=1"><script>window.__xss=2</script>';
+    const hostileId = await propose(`group/${encodeURIComponent("x")}${hostile}`, `/tmp/${hostile}`).catch(() => null);
     await go("/settings/mappings");
+    if (hostileId) {
+      check(await page.evaluate(() => window.__xss === undefined && !document.querySelector("main img, main script")),
+        "a proposal's text became markup");
+      check((await text(page)).includes("<script>window.__xss=2</script>"), "the hostile proposal is not shown as text");
+    }
     for (const id of [good, bad, missing, pendingId]) check(await page.locator(`tr[data-proposal="${id}"]`).count() === 1, `proposal ${id} not listed`);
     await shot("mappings-pending");
     await page.locator(`tr[data-proposal="${good}"] button.primary`).click();
