@@ -1,0 +1,394 @@
+//! The settings page's Providers and Rules pages (issue 18 §2) over raw HTTP against a spawned
+//! daemon, logged in with a code from the real `review-agent-gateway settings` command: bad
+//! inputs — an unknown provider id, an empty key, a key with a line break, an over-long key, a
+//! snippet over the 64 KiB cap, an unknown rule set, a path that is not repository-relative —
+//! each answered with its dotted code and a remediation, nothing stored, the daemon still
+//! serving; and the working paths next to them (a key stored in the 0600 key file without a
+//! keyring, never shown back or logged; a snippet's shell injection found). The browser side is
+//! `browser_settings.rs` (`extension-bridge/tests/settings/providers.mjs`, `rules.mjs`).
+
+mod common;
+
+use std::process::{Child, Command};
+
+use common::http::{Response, request_bytes_raw, spawn_serve};
+
+/// A key for the tests: never expected in an answer or the log.
+const KEY: &str = "sk-settings-pages-5b1d0c9e7f";
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    home: tempfile::TempDir,
+    cookie: String,
+    csrf: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    /// A daemon whose config has provider `paid` (an openai-compatible server on a closed
+    /// port), without a keyring (no D-Bus) and without `OPENAI_API_KEY`; logged in.
+    fn start() -> Daemon {
+        let home = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(home.path().join("config")).expect("config dir");
+        let port = common::fake_provider::closed_port();
+        std::fs::write(
+            home.path().join("config/config.toml"),
+            format!(
+                "[[providers]]\nid = \"paid\"\nkind = \"openai-compatible\"\n\
+                 base_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n"
+            ),
+        )
+        .expect("config");
+        let bus = format!("unix:path={}/no-bus", home.path().display());
+        let mut child = spawn_serve(
+            home.path(),
+            &[("DBUS_SESSION_BUS_ADDRESS", &bus), ("OPENAI_API_KEY", "")],
+        );
+        let port = common::read_port(&mut child);
+        let mut daemon = Daemon {
+            child,
+            port,
+            home,
+            cookie: String::new(),
+            csrf: String::new(),
+        };
+        daemon.login();
+        daemon
+    }
+
+    fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], form: &str) -> Response {
+        let mut raw = format!(
+            "{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\n",
+            self.port
+        );
+        for (k, v) in headers {
+            raw.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if method != "GET" {
+            raw.push_str(&format!(
+                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+                form.len()
+            ));
+        }
+        raw.push_str("\r\n");
+        raw.push_str(form);
+        request_bytes_raw(self.port, raw.as_bytes())
+    }
+
+    fn login(&mut self) {
+        let out = Command::new(common::bin())
+            .args(["settings", "--no-open"])
+            .env("REVIEW_AGENT_GATEWAY_HOME", self.home.path())
+            .env_remove("REVIEW_AGENT_GATEWAY_PORT")
+            .output()
+            .expect("settings runs");
+        assert!(out.status.success(), "settings failed: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let code = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("Login code:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("a code")
+            .to_owned();
+        let origin = self.origin();
+        let answer = self.send(
+            "POST",
+            "/settings/login",
+            &[("Origin", &origin)],
+            &format!("code={code}"),
+        );
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        self.cookie = answer
+            .header("set-cookie")
+            .and_then(|c| c.split(';').next())
+            .expect("a cookie")
+            .to_owned();
+        let page = self.get("/settings/providers");
+        assert_eq!(page.status, 200, "{}", page.body);
+        self.csrf = page
+            .body
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("a CSRF token in the page")
+            .to_owned();
+    }
+
+    fn get(&self, path: &str) -> Response {
+        let cookie = self.cookie.clone();
+        self.send("GET", path, &[("Cookie", &cookie)], "")
+    }
+
+    /// POST `fields` (with the session's anti-CSRF token) as the page's form does.
+    fn post(&self, path: &str, fields: &[(&str, &str)]) -> Response {
+        let mut form = format!("csrf={}", self.csrf);
+        for (k, v) in fields {
+            form.push_str(&format!("&{}={}", encode(k), encode(v)));
+        }
+        let (cookie, origin) = (self.cookie.clone(), self.origin());
+        self.send(
+            "POST",
+            path,
+            &[("Cookie", &cookie), ("Origin", &origin)],
+            &form,
+        )
+    }
+
+    /// POST a Providers form, follow the 303: the page showing the change's flash.
+    fn provider_change(&self, path: &str, fields: &[(&str, &str)]) -> String {
+        let answer = self.post(path, fields);
+        assert_eq!(answer.status, 303, "{path}: {}", answer.body);
+        let to = answer.header("location").expect("a location").to_owned();
+        assert!(to.starts_with("/settings/providers"), "{to}");
+        let page = self.get(&to);
+        assert_eq!(page.status, 200, "{}", page.body);
+        page.body
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("serve.log")).unwrap_or_default()
+    }
+
+    fn key_file(&self) -> std::path::PathBuf {
+        self.home.path().join("config/keys/paid")
+    }
+}
+
+/// `application/x-www-form-urlencoded` as a browser encodes a field.
+fn encode(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
+                out.push(b as char);
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The flash of a page: (whether it is an error, its text), or `None`.
+fn flash(page: &str) -> Option<(bool, String)> {
+    let start = page.find("<div class=\"flash ")?;
+    let rest = &page[start..];
+    let end = rest.find("</div>")?;
+    let block = &rest[..end];
+    Some((block.contains("flash error"), block.to_owned()))
+}
+
+/// The page shows an error flash with `code` and a remediation.
+#[track_caller]
+fn assert_error_flash(page: &str, code: &str, words: &[&str]) {
+    let (error, block) = flash(page).unwrap_or_else(|| panic!("no flash in {page}"));
+    assert!(error, "not an error: {block}");
+    assert!(block.contains(&format!("<code>{code}</code>")), "{block}");
+    // The remediation is the flash's second paragraph.
+    assert!(block.matches("<p>").count() >= 2, "no remediation: {block}");
+    for w in words {
+        assert!(block.contains(w), "no `{w}` in {block}");
+    }
+}
+
+#[test]
+fn bad_provider_inputs_are_refused_with_a_code_and_a_remediation() {
+    let daemon = Daemon::start();
+
+    // An unknown provider id, for each change.
+    for path in [
+        "/settings/providers/key",
+        "/settings/providers/test",
+        "/settings/providers/delete-key",
+    ] {
+        let page = daemon.provider_change(path, &[("id", "nope"), ("key", KEY)]);
+        assert_error_flash(
+            &page,
+            "provider.not_configured",
+            &["nope", "review-agent-gateway providers list"],
+        );
+        assert!(!page.contains(KEY), "{path}: the key is in the page");
+    }
+    // An id that could name a path outside keys/.
+    let page = daemon.provider_change("/settings/providers/delete-key", &[("id", "../token")]);
+    assert_error_flash(&page, "config.invalid", &["provider id"]);
+
+    // Keys that are not keys: nothing stored, the key never quoted.
+    let long = "k".repeat(5000);
+    for (key, why) in [
+        ("", "the key is empty"),
+        ("   ", "the key is empty"),
+        ("sk-first\nsk-second", "line break"),
+        ("sk-first\r\nsk-second", "line break"),
+        ("sk with space", "space"),
+        ("sk-\u{7f}", "control"),
+        (long.as_str(), "longer than 4096 bytes"),
+    ] {
+        let page =
+            daemon.provider_change("/settings/providers/key", &[("id", "paid"), ("key", key)]);
+        assert_error_flash(&page, "request.invalid", &[why, "Paste the key"]);
+        if key.len() > 3 {
+            assert!(!page.contains(key), "the refused key is shown: {key:?}");
+        }
+        assert!(
+            !daemon.key_file().exists(),
+            "a refused key was stored: {key:?}"
+        );
+    }
+
+    // The working path: no keyring here, so the key file, 0600, never shown back.
+    let page = daemon.provider_change("/settings/providers/key", &[("id", "paid"), ("key", KEY)]);
+    let (_, block) = flash(&page).expect("a flash");
+    let file = daemon.key_file();
+    assert!(
+        block.contains(&file.display().to_string()) && block.contains("0600"),
+        "{block}"
+    );
+    // Nothing answers at the provider's URL: stored, but the test says unavailable.
+    assert!(block.contains("provider.unavailable"), "{block}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file)
+            .expect("key file")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("key file"),
+        format!("{KEY}\n")
+    );
+    assert!(!page.contains(KEY), "the key is in the page");
+    assert!(
+        page.contains("data-key-source=\"file\""),
+        "the page does not say file"
+    );
+    // The command line sees the same key file.
+    let list = Command::new(common::bin())
+        .args(["providers", "list"])
+        .env("REVIEW_AGENT_GATEWAY_HOME", daemon.home.path())
+        .env("OPENAI_API_KEY", "")
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}/no-bus", daemon.home.path().display()),
+        )
+        .output()
+        .expect("providers list");
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed.contains(&format!("key file {}", file.display())),
+        "{listed}"
+    );
+
+    // Deleted: the file is gone.
+    let page = daemon.provider_change("/settings/providers/delete-key", &[("id", "paid")]);
+    let (error, block) = flash(&page).expect("a flash");
+    assert!(!error && block.contains("removed"), "{block}");
+    assert!(!file.exists());
+
+    // The daemon serves on, and its log never saw the key.
+    assert_eq!(daemon.get("/settings/providers").status, 200);
+    assert!(
+        !daemon.log().contains(KEY),
+        "the key is in the daemon's log"
+    );
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
+
+#[test]
+fn bad_snippets_and_rule_sets_are_refused_with_a_code_and_a_remediation() {
+    let daemon = Daemon::start();
+    let try_rules = |set: &str, path: &str, snippet: &str| {
+        daemon.post(
+            "/settings/rules/try",
+            &[("set", set), ("path", path), ("snippet", snippet)],
+        )
+    };
+    // The working path first.
+    let found = try_rules(
+        "security-default",
+        "app.py",
+        "import os\nos.system(\"rm \" + input())",
+    );
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(
+        found
+            .body
+            .contains("data-rule=\"python.shell-injection\" data-line=\"2\""),
+        "{}",
+        found.body
+    );
+
+    let over = "x = 1\n".repeat(64 * 1024 / 6 + 10);
+    let cases: [(&str, &str, &str, &str, &[&str]); 5] = [
+        (
+            "security-default",
+            "app.py",
+            over.as_str(),
+            "request.invalid",
+            &["64 KiB", "Paste only the part"],
+        ),
+        (
+            "no-such-set",
+            "app.py",
+            "x = 1",
+            "rules.unknown_rule_set",
+            &["no-such-set", "security-default", "Rules page"],
+        ),
+        (
+            "security-default",
+            "../app.py",
+            "x = 1",
+            "request.invalid",
+            &["repository-relative"],
+        ),
+        (
+            "security-default",
+            "",
+            "x = 1",
+            "request.invalid",
+            &["path"],
+        ),
+        (
+            "security-default",
+            "app.py",
+            " \n ",
+            "request.invalid",
+            &["empty", "Paste the code"],
+        ),
+    ];
+    for (set, path, snippet, code, words) in cases {
+        let answer = try_rules(set, path, snippet);
+        assert_eq!(
+            answer.status,
+            400,
+            "{code}: {}",
+            &answer.body[..answer.body.len().min(400)]
+        );
+        let start = answer.body.find("id=\"try-error\"").expect("the error box");
+        let block = &answer.body[start..];
+        let block = &block[..block.find("</div>").unwrap_or(block.len())];
+        assert!(block.contains(&format!("<code>{code}</code>")), "{block}");
+        for w in words {
+            assert!(block.contains(w), "no `{w}` in {block}");
+        }
+        assert!(
+            !answer.body.contains("id=\"try-result\""),
+            "{code}: a result too"
+        );
+    }
+    assert_eq!(daemon.get("/settings/rules").status, 200);
+    assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
