@@ -320,6 +320,7 @@ pub(crate) async fn language(change: Change) -> Response {
     let back = change.field("back");
     let back = if back.starts_with("/settings/")
         && !back.contains("//")
+        && !back.contains("..")
         && !back.contains('\\')
         && back.bytes().all(|b| b.is_ascii_graphic())
     {
@@ -606,7 +607,13 @@ pub(crate) async fn runs_live(
                     let g = gateway.clone();
                     let rows: Vec<RunRow> = match blocking(move || g.recent_runs(RUN_ROWS)).await {
                         Ok(runs) => runs.iter().map(RunRow::of).collect(),
-                        Err(_) => Vec::new(),
+                        // The store failing (a full disk): keep the list as shown, try again.
+                        Err(_) => {
+                            tokio::select! {
+                                () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                                () = stop.cancelled() => return None,
+                            }
+                        }
                     };
                     if last.as_ref() == Some(&rows) {
                         continue;
