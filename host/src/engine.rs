@@ -209,6 +209,9 @@ struct ProbeDone {
     key: String,
     status: Option<ProviderStatus>,
     tx: watch::Sender<Option<ProviderStatus>>,
+    // When the probe started: an answer recorded since (a fresh probe of the settings page's
+    // Test button, after a key change) is newer and is kept.
+    started: Instant,
 }
 
 impl ProbeDone {
@@ -223,7 +226,9 @@ impl Drop for ProbeDone {
         let status = self.status.unwrap_or(ProviderStatus::Unavailable);
         if let Ok(mut probes) = self.gateway.inner.probes.lock() {
             let slot = probes.entry(std::mem::take(&mut self.key)).or_default();
-            slot.last = Some((Instant::now(), status));
+            if slot.last.is_none_or(|(at, _)| at < self.started) {
+                slot.last = Some((Instant::now(), status));
+            }
             slot.in_flight = None;
         }
         self.tx.send_replace(Some(status));
@@ -460,6 +465,7 @@ impl Gateway {
             key,
             status: None,
             tx,
+            started: Instant::now(),
         };
         tokio::spawn(async move {
             let status = provider_settings::probe_once(&done.gateway, &config).await;

@@ -39,6 +39,8 @@ export async function run({ binary, gw, page, go, shot, say, check }) {
     `the match: ${cells.join(" | ")}`);
   check(cells[3].length > 0 && cells[4].includes("os.system"), `the match's title and code: ${cells.join(" | ")}`);
   check(await page.inputValue("#try-snippet") === 'import os\nos.system("rm " + input())', "the snippet was not kept in the form");
+  // The screenshot shows the matched rule with its examples.
+  await rule.locator("summary").click();
   await shot("rules");
 
   // Over 64 KiB: refused, saying the cap.
