@@ -590,6 +590,6 @@ mod tests {
         std::fs::write(&path, "first line\nsecond\n").expect("write");
         let (text, cut) = read_tail(&path, 10).expect("read").expect("some");
         assert!(cut);
-        assert_eq!(text, "e\nsecond\n");
+        assert_eq!(text, "ne\nsecond\n");
     }
 }
