@@ -35,6 +35,11 @@ impl Daemon {
     /// A daemon whose config has provider `paid` (an openai-compatible server on a closed
     /// port), without a keyring (no D-Bus) and without `OPENAI_API_KEY`; logged in.
     fn start() -> Daemon {
+        Daemon::start_on(None)
+    }
+
+    /// The same on the D-Bus session bus `bus` (a Secret Service), else on none.
+    fn start_on(bus: Option<&str>) -> Daemon {
         let home = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(home.path().join("config")).expect("config dir");
         let port = common::fake_provider::closed_port();
@@ -46,10 +51,18 @@ impl Daemon {
             ),
         )
         .expect("config");
-        let bus = format!("unix:path={}/no-bus", home.path().display());
+        let bus = bus.map_or_else(
+            || format!("unix:path={}/no-bus", home.path().display()),
+            str::to_owned,
+        );
+        let runtime = home.path().display().to_string();
         let mut child = spawn_serve(
             home.path(),
-            &[("DBUS_SESSION_BUS_ADDRESS", &bus), ("OPENAI_API_KEY", "")],
+            &[
+                ("DBUS_SESSION_BUS_ADDRESS", &bus),
+                ("XDG_RUNTIME_DIR", &runtime),
+                ("OPENAI_API_KEY", ""),
+            ],
         );
         let port = common::read_port(&mut child);
         let mut daemon = Daemon {
@@ -305,6 +318,43 @@ fn bad_provider_inputs_are_refused_with_a_code_and_a_remediation() {
         "the key is in the daemon's log"
     );
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
+
+/// With a keyring service (GNOME Keyring on a private bus), the page stores the key there — the
+/// old key file removed, as `providers set-key` does — and deletes it from there.
+#[cfg(unix)]
+#[test]
+fn with_a_keyring_the_key_goes_to_the_keyring() {
+    let service = common::secret_service::SecretService::start();
+    let daemon = Daemon::start_on(Some(&service.address));
+    let file = daemon.key_file();
+    std::fs::create_dir_all(file.parent().expect("keys dir")).expect("keys dir");
+    std::fs::write(&file, "sk-old-file-key\n").expect("old key file");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let page = daemon.provider_change("/settings/providers/key", &[("id", "paid"), ("key", KEY)]);
+    let (_, block) = flash(&page).expect("a flash");
+    assert!(block.contains("in the OS keyring"), "{block}");
+    assert!(!block.contains("key file"), "{block}");
+    assert_eq!(service.lookup("paid").as_deref(), Some(KEY));
+    assert!(!file.exists(), "the old key file is still there");
+    assert!(
+        page.contains("data-key-source=\"keyring\""),
+        "the page does not say keyring"
+    );
+    assert!(!page.contains(KEY), "the key is in the page");
+
+    let page = daemon.provider_change("/settings/providers/delete-key", &[("id", "paid")]);
+    let (error, block) = flash(&page).expect("a flash");
+    assert!(!error && block.contains("from the OS keyring"), "{block}");
+    assert_eq!(service.lookup("paid"), None);
+    assert!(page.contains("data-key-source=\"none\""));
+    assert!(
+        !daemon.log().contains(KEY),
+        "the key is in the daemon's log"
+    );
 }
 
 #[test]

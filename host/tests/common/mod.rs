@@ -4,6 +4,8 @@
 pub mod agent_model;
 pub mod fake_provider;
 pub mod http;
+#[cfg(unix)]
+pub mod secret_service;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
