@@ -240,12 +240,15 @@ impl Gateway {
     /// `delegation.session_not_found`, `delegation.permission_not_pending` (unknown, answered
     /// or stale), `delegation.always_not_allowed`, the workspace's checks,
     /// `delegation.unavailable`.
+    ///
+    /// Returns the other requests of the session a `reject` refused with it (OpenCode rejects
+    /// every pending request of the session).
     pub async fn settings_reply_permission(
         &self,
         session_id: &str,
         request_id: &str,
         reply: &str,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<Vec<String>, GatewayError> {
         if session_id.is_empty() || request_id.is_empty() {
             return Err(GatewayError::new(
                 codes::REQUEST_INVALID,
@@ -265,13 +268,17 @@ impl Gateway {
                  sent to the agent.",
             ));
         }
-        self.agent_call(
-            "agent_reply_permission",
-            json!({ "session_id": session_id, "request_id": request_id, "reply": reply }),
-            Caller::Settings,
-        )
-        .await?;
-        Ok(())
+        let answer = self
+            .agent_call(
+                "agent_reply_permission",
+                json!({ "session_id": session_id, "request_id": request_id, "reply": reply }),
+                Caller::Settings,
+            )
+            .await?;
+        Ok(answer["alsoRejected"]
+            .as_array()
+            .map(|ids| ids.iter().map(text).collect())
+            .unwrap_or_default())
     }
 
     async fn pending_permissions(

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use askama::Template;
 use axum::extract::State;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::Response;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 
 use super::pages::{Chrome, done, error_flash, ok_flash, render};
@@ -111,17 +111,26 @@ pub(crate) async fn reply(State(state): State<SettingsState>, change: Change) ->
         .settings_reply_permission(&session, &request, &reply)
         .await
     {
-        Ok(()) => {
+        Ok(also_rejected) => {
             let word = change.t.get(match reply.as_str() {
                 "once" => "settings.agents.once",
                 "always" => "settings.agents.always",
                 _ => "settings.agents.reject",
             });
-            ok_flash(change.t.with2(
+            let mut text = change.t.with2(
                 "settings.agents.replied",
                 ("request", &request),
                 ("reply", &word),
-            ))
+            );
+            if !also_rejected.is_empty() {
+                text.push(' ');
+                text.push_str(&change.t.with(
+                    "settings.agents.also_rejected",
+                    "count",
+                    also_rejected.len(),
+                ));
+            }
+            ok_flash(text)
         }
         Err(error) => error_flash(&error),
     };
