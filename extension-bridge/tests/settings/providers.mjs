@@ -62,7 +62,7 @@ export async function run({ binary, home, gw, page, go, shot, say, check }) {
   await section("paid").locator("input[name=key]").fill(KEY);
   await submit(section("paid").getByRole("button", { name: "Store the key of paid" }));
   f = await flash(page);
-  check(f?.ok && f.text.includes(keyFile) && f.text.includes("0600") && f.text.includes("No OS keyring") && f.text.includes("ready"),
+  check(f?.ok && f.text.includes(keyFile) && f.text.includes("0600") && f.text.includes("OS keyring could not be used") && f.text.includes("ready"),
     `set the key: ${JSON.stringify(f)}`);
   check(existsSync(keyFile) && (statSync(keyFile).mode & 0o777) === 0o600, `the key file ${keyFile} is not mode 0600`);
   check(readFileSync(keyFile, "utf8") === `${KEY}\n`, "the key file does not hold the key");
