@@ -13,7 +13,9 @@
 //!   `allow_always` is off (`delegation.always_not_allowed`, the engine's refusal), a blank
 //!   field, markup in a field (escaped) — the request still pending after each; then `once`
 //!   (the edit made, `permission.replied` `by: settings`) and the same answer again, stale
-//!   (`delegation.permission_not_pending`). The daemon never panics and still answers.
+//!   (`delegation.permission_not_pending`); a follow-up asking two edits at once, rejected from
+//!   the page (both refused, the flash says one other went with it). The daemon never panics
+//!   and still answers.
 //! - [`with_delegation_off_a_reply_is_refused`]: no OpenCode at all; the page says delegation is
 //!   off and a reply answers `delegation.disabled` with the key to set.
 
@@ -214,7 +216,9 @@ struct Page {
 
 /// The page's flash: (whether it is an error, its HTML).
 fn flash(html: &str) -> (bool, String) {
-    let start = html.find("<div class=\"flash ").expect("a flash on the page");
+    let start = html
+        .find("<div class=\"flash ")
+        .expect("a flash on the page");
     let rest = &html[start..];
     let end = rest.find("</div>").expect("the flash's end");
     (
@@ -246,7 +250,9 @@ fn bad_answers_are_refused_with_a_code_and_a_remediation() {
     let repo = root.join("work");
     std::fs::create_dir(&repo).expect("mkdir");
     common::git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("edit.txt"), TEXT).expect("write");
+    for name in ["edit.txt", "a.txt", "b.txt"] {
+        std::fs::write(repo.join(name), TEXT).expect("write");
+    }
     common::git(&repo, &["add", "-A"]);
     common::git(&repo, &["commit", "-q", "-m", "first"]);
     let fake = FakeProvider::start();
@@ -290,7 +296,9 @@ fn bad_answers_are_refused_with_a_code_and_a_remediation() {
     let page = daemon.login();
     let listed = daemon.send("GET", "/settings/agents", &[("Cookie", &page.cookie)], "");
     assert!(
-        listed.body.contains(&format!("data-request=\"{request_id}\"")),
+        listed
+            .body
+            .contains(&format!("data-request=\"{request_id}\"")),
         "the page does not list {request_id}"
     );
     assert!(
@@ -402,6 +410,64 @@ fn bad_answers_are_refused_with_a_code_and_a_remediation() {
     assert_eq!(replied["requestId"], request_id.as_str(), "{replied}");
     assert_eq!(replied["reply"], "once", "{replied}");
     assert_eq!(replied["by"], "settings", "{replied}");
+
+    // Reject with two requests pending: both refused, the flash says so, nothing written.
+    let (a, b) = (repo.join("a.txt"), repo.join("b.txt"));
+    let until = Instant::now() + Duration::from_secs(30);
+    while daemon.agent("agent_status", json!({"session_id": session}))["state"] != "idle" {
+        assert!(Instant::now() < until, "the first task did not end");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let task = daemon.agent(
+        "agent_continue",
+        json!({"session_id": session,
+               "followup": format!("TASK:edit2 FILE:{} FILE:{} please", a.display(), b.display())}),
+    );
+    let run2 = task["runId"].as_str().expect("runId").to_owned();
+    let until = Instant::now() + Duration::from_secs(90);
+    let two = loop {
+        let ids = pending();
+        if ids.len() == 2 {
+            break ids;
+        }
+        assert!(Instant::now() < until, "not two requests pending: {ids:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let html = daemon.reply(
+        &page,
+        &format!("session={session}&request={}&reply=reject", two[0]),
+    );
+    let (error, text) = flash(&html);
+    assert!(!error && text.contains(&two[0]) && text.contains("other pending request was rejected"), "reject: {text}");
+    assert!(pending().is_empty(), "requests left after a reject");
+    let until = Instant::now() + Duration::from_secs(60);
+    let rejected = loop {
+        let out = Command::new(common::bin())
+            .args(["runs", "show", &run2, "--events", "--format", "json"])
+            .env("REVIEW_AGENT_GATEWAY_HOME", home.path())
+            .output()
+            .expect("runs show");
+        let replies: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "permission.replied")
+            .collect();
+        if replies.len() == 2 {
+            break replies;
+        }
+        assert!(Instant::now() < until, "not two permission.replied: {replies:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for replied in &rejected {
+        assert_eq!(
+            (replied["reply"].as_str(), replied["by"].as_str()),
+            (Some("reject"), Some("settings")),
+            "{replied}"
+        );
+    }
+    for file in [&a, &b] {
+        assert_eq!(std::fs::read_to_string(file).expect("read"), TEXT);
+    }
     daemon.assert_healthy();
 }
 
@@ -411,7 +477,11 @@ fn with_delegation_off_a_reply_is_refused() {
     let daemon = Daemon::start(home.path(), "");
     let page = daemon.login();
     let shown = daemon.send("GET", "/settings/agents", &[("Cookie", &page.cookie)], "");
-    assert!(shown.body.contains("id=\"delegation-off\""), "{}", shown.body);
+    assert!(
+        shown.body.contains("id=\"delegation-off\""),
+        "{}",
+        shown.body
+    );
     assert!(shown.body.contains("id=\"no-roots\""), "{}", shown.body);
     let html = daemon.reply(&page, "session=ses_x&request=per_x&reply=once");
     assert_refused(
@@ -429,6 +499,10 @@ fn with_delegation_off_a_reply_is_refused() {
         "csrf=nope&session=ses_x&request=per_x&reply=once",
     );
     assert_eq!(forged.status, 403, "{}", forged.body);
-    assert!(forged.body.contains("settings.csrf_invalid"), "{}", forged.body);
+    assert!(
+        forged.body.contains("settings.csrf_invalid"),
+        "{}",
+        forged.body
+    );
     daemon.assert_healthy();
 }

@@ -124,11 +124,11 @@ pub(crate) async fn reply(State(state): State<SettingsState>, change: Change) ->
             );
             if !also_rejected.is_empty() {
                 text.push(' ');
-                text.push_str(&change.t.with(
-                    "settings.agents.also_rejected",
-                    "count",
-                    also_rejected.len(),
-                ));
+                text.push_str(
+                    &change
+                        .t
+                        .count("settings.agents.also_rejected", also_rejected.len() as u64),
+                );
             }
             ok_flash(text)
         }
