@@ -438,7 +438,10 @@ fn bad_answers_are_refused_with_a_code_and_a_remediation() {
         &format!("session={session}&request={}&reply=reject", two[0]),
     );
     let (error, text) = flash(&html);
-    assert!(!error && text.contains(&two[0]) && text.contains("other pending request was rejected"), "reject: {text}");
+    assert!(
+        !error && text.contains(&two[0]) && text.contains("other pending request was rejected"),
+        "reject: {text}"
+    );
     assert!(pending().is_empty(), "requests left after a reject");
     let until = Instant::now() + Duration::from_secs(60);
     let rejected = loop {
@@ -455,7 +458,10 @@ fn bad_answers_are_refused_with_a_code_and_a_remediation() {
         if replies.len() == 2 {
             break replies;
         }
-        assert!(Instant::now() < until, "not two permission.replied: {replies:?}");
+        assert!(
+            Instant::now() < until,
+            "not two permission.replied: {replies:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     for replied in &rejected {
