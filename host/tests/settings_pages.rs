@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Child, Command};
 
 use common::http::{Response, request_bytes_raw, spawn_serve};
@@ -35,18 +36,24 @@ impl Daemon {
     /// A daemon whose config has provider `paid` (an openai-compatible server on a closed
     /// port), without a keyring (no D-Bus) and without `OPENAI_API_KEY`; logged in.
     fn start() -> Daemon {
-        Daemon::start_on(None)
+        Daemon::start_with(None, "", |_| {})
     }
 
     /// The same on the D-Bus session bus `bus` (a Secret Service), else on none.
     fn start_on(bus: Option<&str>) -> Daemon {
+        Daemon::start_with(bus, "", |_| {})
+    }
+
+    /// The same with `top` at the top of config.toml, after `prepare` got the home directory.
+    fn start_with(bus: Option<&str>, top: &str, prepare: impl FnOnce(&Path)) -> Daemon {
         let home = tempfile::tempdir().expect("temp dir");
+        prepare(home.path());
         std::fs::create_dir_all(home.path().join("config")).expect("config dir");
         let port = common::fake_provider::closed_port();
         std::fs::write(
             home.path().join("config/config.toml"),
             format!(
-                "[[providers]]\nid = \"paid\"\nkind = \"openai-compatible\"\n\
+                "{top}\n[[providers]]\nid = \"paid\"\nkind = \"openai-compatible\"\n\
                  base_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\n"
             ),
         )
@@ -441,4 +448,105 @@ fn bad_snippets_and_rule_sets_are_refused_with_a_code_and_a_remediation() {
     }
     assert_eq!(daemon.get("/settings/rules").status, 200);
     assert!(!daemon.log().contains("panicked"), "{}", daemon.log());
+}
+
+/// A rule file of set `id` with one line rule flagging `print(`.
+fn rule_file(id: &str, version: &str) -> String {
+    format!(
+        "id = \"{id}\"\nversion = \"{version}\"\ndescription = \"{id} rules\"\n\n[[rules]]\n\
+         id = \"{id}.no-print\"\ntitle = \"A print left in\"\ncategory = \"style\"\n\
+         severity = \"low\"\nconfidence = \"high\"\nlanguages = [\"python\"]\n\
+         pattern = '\\bprint\\('\nmessage = \"Remove the debug print.\"\n\n\
+         [rules.examples]\nmatch = [\"print(x)\"]\nno_match = [\"log(x)\"]\n"
+    )
+}
+
+/// The Rules page lists where each set comes from (the config directory, `rules_dirs`), tries
+/// a user's set, and shows a broken rule file's error with the built-in sets still listed.
+#[test]
+fn the_rules_page_names_each_sets_source_and_a_broken_file() {
+    let more = tempfile::tempdir().expect("rules dir");
+    std::fs::write(more.path().join("extra.toml"), rule_file("extra", "0.3.0")).expect("extra");
+    let top = format!("rules_dirs = [\"{}\"]\n", more.path().display());
+    let daemon = Daemon::start_with(None, &top, |home| {
+        let dir = home.join("config/rules");
+        std::fs::create_dir_all(&dir).expect("rules dir");
+        std::fs::write(dir.join("team.toml"), rule_file("team", "2.1.0")).expect("team");
+    });
+    let page = daemon.get("/settings/rules");
+    assert_eq!(page.status, 200);
+    let row = |id: &str| {
+        let start = page
+            .body
+            .find(&format!("<tr data-set=\"{id}\">"))
+            .unwrap_or_else(|| panic!("no row of {id}"));
+        let rest = &page.body[start..];
+        rest[..rest.find("</tr>").unwrap_or(rest.len())].to_owned()
+    };
+    assert!(row("security-default").contains("built in"));
+    let team = row("team");
+    assert!(
+        team.contains("2.1.0") && team.contains("config directory") && team.contains("team.toml"),
+        "{team}"
+    );
+    let extra = row("extra");
+    assert!(
+        extra.contains("0.3.0") && extra.contains("rules_dirs in config.toml"),
+        "{extra}"
+    );
+    assert!(page.body.contains("data-rule=\"team.no-print\""));
+    // A user's set tried on a snippet: its line rule, on line 3.
+    let tried = daemon.post(
+        "/settings/rules/try",
+        &[
+            ("set", "team"),
+            ("path", "src/app.py"),
+            ("snippet", "x = 1\n\nprint(x)\n"),
+        ],
+    );
+    assert_eq!(tried.status, 200);
+    assert!(
+        tried
+            .body
+            .contains("data-rule=\"team.no-print\" data-line=\"3\""),
+        "{}",
+        tried.body
+    );
+    // The same line in a file of another language: the rule does not apply.
+    let other = daemon.post(
+        "/settings/rules/try",
+        &[("set", "team"), ("path", "app.js"), ("snippet", "print(x)")],
+    );
+    assert!(other.body.contains("id=\"try-none\""), "{}", other.body);
+
+    // A broken rule file: the error with its file and line, the built-in sets still shown.
+    std::fs::write(
+        more.path().join("extra.toml"),
+        "id = \"extra\"\nversion = 3\n",
+    )
+    .expect("break");
+    let page = daemon.get("/settings/rules");
+    assert_eq!(page.status, 200);
+    let start = page.body.find("id=\"rules-error\"").expect("the error box");
+    let block = &page.body[start..];
+    let block = &block[..block.find("</div>").unwrap_or(block.len())];
+    assert!(
+        block.contains("<code>rules.invalid</code>") && block.contains("extra.toml"),
+        "{block}"
+    );
+    assert!(page.body.contains("<tr data-set=\"security-default\">"));
+    let tried = daemon.post(
+        "/settings/rules/try",
+        &[
+            ("set", "security-default"),
+            ("path", "app.py"),
+            ("snippet", "x = 1"),
+        ],
+    );
+    assert_eq!(tried.status, 400);
+    assert!(
+        tried.body.contains("<code>rules.invalid</code>"),
+        "{}",
+        tried.body
+    );
 }
