@@ -550,3 +550,39 @@ fn the_rules_page_names_each_sets_source_and_a_broken_file() {
         tried.body
     );
 }
+
+/// A mapped repository's own rule sets (`.review-agent/rules/` at its default ref) are listed
+/// apart, with their version.
+#[test]
+fn the_rules_page_lists_a_repositorys_own_sets() {
+    let repo = tempfile::tempdir().expect("repo");
+    common::git(repo.path(), &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(repo.path().join(".review-agent/rules")).expect("dir");
+    std::fs::write(
+        repo.path().join(".review-agent/rules/own.toml"),
+        rule_file("own", "4.0.1"),
+    )
+    .expect("rule file");
+    common::git(repo.path(), &["add", "-A"]);
+    common::git(repo.path(), &["commit", "-q", "-m", "rules"]);
+    let top = format!(
+        "[[mappings]]\ngitlab_origin = \"https://gitlab.example.com\"\n\
+         project_path = \"group/own\"\nlocal_path = \"{}\"\ndefault_ref = \"main\"\n",
+        repo.path().display()
+    );
+    let daemon = Daemon::start_with(None, &top, |_| {});
+    let page = daemon.get("/settings/rules");
+    assert_eq!(page.status, 200);
+    let start = page
+        .body
+        .find("id=\"repo-rules\"")
+        .expect("the repositories' list");
+    let list = &page.body[start..];
+    let list = &list[..list.find("</ul>").unwrap_or(list.len())];
+    assert!(
+        list.contains("group/own") && list.contains("own@4.0.1") && list.contains("1 rule)"),
+        "{list}"
+    );
+    // Not a set of the daemon's own catalogue: not in the try box.
+    assert!(!page.body.contains("<option value=\"own\""));
+}

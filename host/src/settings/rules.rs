@@ -64,6 +64,14 @@ impl RulesPage {
         }
     }
 
+    /// "N rules" of a rule set.
+    fn rule_count(&self, set: &crate::engine::RuleSetRow) -> String {
+        self.chrome.t.count(
+            "settings.rules.rule_count",
+            u64::try_from(set.rules.len()).unwrap_or(u64::MAX),
+        )
+    }
+
     /// The catalogue key naming a rule's kind.
     fn kind_key(&self, kind: &str) -> &'static str {
         match kind {
