@@ -454,7 +454,8 @@ fn clip_id(id: &str) -> String {
 /// Check `text` as a key and store it for provider `id` of `config` (the config file at
 /// `config_path`, for messages) in `target`: what `providers set-key` and the settings page's
 /// Providers page both do. The key is checked with [`ApiKey::parse`] and stored with [`store`]
-/// (the copy in the other store removed). Never logs the key nor puts it in an error.
+/// (the copy in the other store removed), and registered with the log redaction
+/// ([`crate::logging::add_secret`]). Never logs the key nor puts it in an error.
 /// `surface` picks the remediation's words (the command's pipe, or the page's field).
 ///
 /// Blocks on the keyring's D-Bus calls.
@@ -517,6 +518,8 @@ pub fn set_key(
             Err(error) => return Err(error),
         },
     };
+    // Should the key ever reach a log line (a provider's error echoing it), it is redacted.
+    crate::logging::add_secret(key.expose_secret());
     let env = env_var_name(provider);
     let env_override = std::env::var(&env)
         .is_ok_and(|v| !v.trim().is_empty())
