@@ -98,6 +98,9 @@ async function main() {
   cleanups.push(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: "en-US" });
   const page = await context.newPage();
+  // The page asks before a removal or a rotation: say yes (the text is checked where it matters).
+  const dialogs = [];
+  page.on("dialog", (dialog) => { dialogs.push(dialog.message()); dialog.accept(); });
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   const shot = (name) => page.screenshot({ path: join(artifacts, `chromium-${name}.png`), fullPage: true });
@@ -226,7 +229,7 @@ async function main() {
     await page.fill("#new-origin", "not an origin");
     await press(page, "Allow");
     f = await flash(page);
-    check(f && !f.ok && f.text.includes("allowed_origins"), `a bad origin: ${JSON.stringify(f)}`);
+    check(f && !f.ok && f.text.includes("config.invalid") && f.text.includes("is not an origin"), `a bad origin: ${JSON.stringify(f)}`);
     await page.fill("#new-origin", "https://GitLab.Other.example/");
     await press(page, "Allow");
     f = await flash(page);
@@ -311,6 +314,7 @@ async function main() {
     await page.locator("summary").click();
     check(await page.locator("#token-value").inputValue() === before, "the page shows another token");
     await press(page, "Rotate the token");
+    check(dialogs.some((d) => d.startsWith("Rotate the token?")), `no confirmation asked: ${JSON.stringify(dialogs)}`);
     const f = await flash(page);
     const after = gw.token();
     check(f?.ok && after !== before, `rotate: ${JSON.stringify(f)}`);

@@ -4,7 +4,7 @@
 //! starts the daemon when none answers, prints the address and the code (for a machine without
 //! a browser: open the address anywhere on this machine and type the code), and opens
 //! `http://127.0.0.1:<port>/settings/login#code=<code>` in the default browser (`$BROWSER` is
-//! honoured; `--no-open` skips it). The code is valid for `--valid-for` seconds (120 by
+//! honoured; `--no-open` skips it and prints that URL instead). The code is valid for `--valid-for` seconds (120 by
 //! default, at most 600) and opens the page once.
 //!
 //! Exit codes: 0 — the code was issued and the daemon answers; 2 — it could not be (said on
@@ -56,31 +56,49 @@ fn run(args: &SettingsArgs) -> Result<(), GatewayError> {
         )
     })?;
     let loaded = Config::load(None).ok();
-    let port = ensure_daemon(&paths, loaded.as_ref())?;
+    let (port, started) = ensure_daemon(&paths, loaded.as_ref())?;
     let issued = LoginCodes::new(paths.state_dir()).issue(Duration::from_secs(args.valid_for))?;
     let address = format!("http://127.0.0.1:{port}/settings/login");
+    if started {
+        println!(
+            "Started the daemon on 127.0.0.1:{port} (its log: {}).",
+            paths.log_dir().join("daemon.log").display()
+        );
+    }
     println!("Settings page: {address}");
     println!(
         "Login code:    {}  (valid for {} s, once)",
         issued.code, args.valid_for
     );
-    if !args.no_open {
-        let url = format!("{address}#code={}", issued.code);
+    let url = format!("{address}#code={}", issued.code);
+    if args.no_open {
+        println!("Or open at once: {url}");
+    } else {
+        // The opener's success says only that a program was started (xdg-open, open, start),
+        // not that a window appeared: say what to do when none does.
         match webbrowser::open(&url) {
-            Ok(()) => println!("Opened in the default browser."),
+            Ok(()) => println!(
+                "Asked the default browser to open it; if no window appears, open the address \
+                 above on this machine and type the code."
+            ),
             Err(e) => println!(
-                "No browser could be opened ({e}): open the address above and type the code."
+                "No browser could be opened ({e}): open the address above on this machine and \
+                 type the code."
             ),
         }
     }
     Ok(())
 }
 
-/// The port of the running daemon, starting it (detached) when none answers within a moment.
-fn ensure_daemon(paths: &Paths, loaded: Option<&LoadedConfig>) -> Result<u16, GatewayError> {
+/// The port of the running daemon, starting it (detached) when none answers within a moment;
+/// whether this started it.
+fn ensure_daemon(
+    paths: &Paths,
+    loaded: Option<&LoadedConfig>,
+) -> Result<(u16, bool), GatewayError> {
     let (port, source) = daemon_port(paths, loaded);
     if health(port) {
-        return Ok(port);
+        return Ok((port, false));
     }
     let program = std::env::current_exe().map_err(|e| {
         GatewayError::new(
@@ -102,7 +120,7 @@ fn ensure_daemon(paths: &Paths, loaded: Option<&LoadedConfig>) -> Result<u16, Ga
     while Instant::now() < deadline {
         let port = connector.current_port();
         if health(port) {
-            return Ok(port);
+            return Ok((port, true));
         }
         std::thread::sleep(Duration::from_millis(100));
     }

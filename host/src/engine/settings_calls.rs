@@ -31,6 +31,8 @@ pub struct SettingsStatus {
     /// `config.invalid`'s message when the file on disk does not check (the daemon runs on
     /// the last valid one); empty when it is fine.
     pub config_error: String,
+    /// What to do about `config_error`.
+    pub config_remediation: String,
     /// The store's state directory.
     pub state_dir: String,
     /// The store's failure (disk full, …); empty when it works.
@@ -113,8 +115,14 @@ impl Gateway {
             config_path: self.config_path().display().to_string(),
             config_error: health
                 .config
-                .and_then(|c| c.error)
+                .as_ref()
+                .and_then(|c| c.error.as_ref())
                 .map(|e| format!("{}: {}", e.code, e.message))
+                .unwrap_or_default(),
+            config_remediation: health
+                .config
+                .and_then(|c| c.error)
+                .map(|e| e.remediation)
                 .unwrap_or_default(),
             state_dir: self.inner.store.dir().display().to_string(),
             store_error: match health.store {
@@ -254,7 +262,18 @@ impl Gateway {
             &mapping.local_path,
             Some(default_ref),
             "the default ref",
-        )?;
+        )
+        .map_err(|mut error| {
+            if error.code == codes::REPOSITORY_REVISION_MISSING {
+                error.remediation = format!(
+                    "Give a branch, tag or commit that exists in {} (fetch it there first), then \
+                     save again; the mapping keeps `{}` meanwhile.",
+                    mapping.local_path.display(),
+                    mapping.default_ref
+                );
+            }
+            error
+        })?;
         let path = self.config_path();
         if crate::config::set_default_ref(&path, origin, project, default_ref)? {
             Ok(())
@@ -263,21 +282,26 @@ impl Gateway {
         }
     }
 
-    /// Allow pages of `origin` to call the gateway (`allowed_origins` in config.toml).
+    /// Allow pages of `origin` to call the gateway (`allowed_origins` in config.toml); `false`
+    /// when it was allowed already (nothing is written).
     ///
     /// # Errors
-    /// `config.invalid_mapping` naming `allowed_origins` for a value that is no origin;
-    /// `request.invalid` when it is allowed already; `config.*`.
-    pub fn add_allowed_origin(&self, origin: &str) -> Result<(), GatewayError> {
-        if crate::config::add_allowed_origin(&self.config_path(), origin)? {
-            Ok(())
-        } else {
-            Err(GatewayError::new(
-                codes::REQUEST_INVALID,
-                format!("`{origin}` is allowed already"),
-                "Nothing to do; the list on the Mappings page shows the allowed origins.",
-            ))
+    /// `config.invalid` for a value that is no origin; `config.*` when the file cannot be read,
+    /// checked or written.
+    pub fn add_allowed_origin(&self, origin: &str) -> Result<bool, GatewayError> {
+        let given = origin.trim().trim_end_matches('/');
+        if let Err(why) = crate::config::normalize_origin(given) {
+            return Err(GatewayError::new(
+                codes::CONFIG_INVALID,
+                format!("`{}` is not an origin: {why}", origin.trim()),
+                "Give the GitLab instance's origin: scheme, host and an optional port, no path \
+                 (https://gitlab.example.com, http://gitlab.local:8080).",
+            ));
         }
+        Ok(crate::config::add_allowed_origin(
+            &self.config_path(),
+            given,
+        )?)
     }
 
     /// Stop allowing `origin` through `allowed_origins` (a confirmed mapping of it still

@@ -121,8 +121,8 @@ impl LoginCodes {
             _ => Err(GatewayError::new(
                 codes::SETTINGS_CODE_EXPIRED,
                 "this login code has expired",
-                "Run `review-agent-gateway settings` again for a new code; a code is valid for \
-                 2 minutes.",
+                "Run `review-agent-gateway settings` again for a new code and use it within \
+                 its validity (2 minutes unless `--valid-for` gives another).",
             )),
         }
     }

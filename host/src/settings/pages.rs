@@ -171,8 +171,45 @@ struct ErrorPage {
     remediation: String,
 }
 
+/// `text` as HTML: every character escaped, and each `` `code` `` span (as remediations write
+/// commands) in a `<code>` element. What templates print with `|safe` after this, and only
+/// this.
+pub(crate) fn rich(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, part) in text.split('`').enumerate() {
+        // An odd count of backticks leaves the last part outside a span.
+        let inside = i % 2 == 1 && text.split('`').count() > i + 1;
+        if inside {
+            out.push_str("<code>");
+        } else if i > 0 && i % 2 == 1 {
+            out.push('`');
+        }
+        for c in part.chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '"' => out.push_str("&quot;"),
+                '\'' => out.push_str("&#39;"),
+                c => out.push(c),
+            }
+        }
+        if inside {
+            out.push_str("</code>");
+        }
+    }
+    out
+}
+
 /// An error page (`status`) showing the error's code, message and remediation.
 pub(crate) fn error_page(t: Tr, status: StatusCode, error: &GatewayError) -> Response {
+    // As `/v1` logs its refusals: a line per refused settings request (the message is redacted
+    // by the log's formatter like every other).
+    tracing::info!(
+        code = error.code,
+        status = status.as_u16(),
+        "settings request refused"
+    );
     let page = ErrorPage {
         chrome: Chrome {
             t,
@@ -272,6 +309,7 @@ pub(crate) async fn login(
             ))
         });
     if let Err(error) = redeemed {
+        tracing::info!(code = error.code, "settings login refused");
         let mut response = render(&LoginPage {
             chrome: Chrome::new(&state, t, None, "/settings/login"),
             error: Some((error.code.to_owned(), error.message, error.remediation)),
@@ -481,10 +519,15 @@ pub(crate) async fn add_origin(State(state): State<SettingsState>, change: Chang
     let gateway = state.gateway.clone();
     let shown = origin.clone();
     let flash = match blocking(move || gateway.add_allowed_origin(&origin)).await {
-        Ok(()) => ok_flash(
+        Ok(true) => ok_flash(
             change
                 .t
                 .with("settings.mappings.origin_added", "origin", shown),
+        ),
+        Ok(false) => ok_flash(
+            change
+                .t
+                .with("settings.mappings.origin_already", "origin", shown),
         ),
         Err(error) => error_flash(&error),
     };
@@ -693,6 +736,8 @@ struct RunPage {
     events: Vec<EventRow>,
     files: Vec<FileFindings>,
     last_seq: u64,
+    /// Says how many findings are shown of how many, when not all are; empty otherwise.
+    findings_cut: String,
     live: bool,
     resumable: bool,
     truncated: bool,
@@ -750,7 +795,22 @@ pub(crate) async fn run(
         live: !record.is_finished(),
         resumable: matches!(row.state.as_str(), "interrupted" | "cancelled")
             && matches!(row.kind.as_str(), "review"),
-        last_seq: events.last().map_or(0, |e| e.seq),
+        // Live from the run's last stored event, not the last one rendered: a run longer than
+        // the page shows would otherwise replay (and count again) what lies in between.
+        last_seq: record.last_seq,
+        findings_cut: {
+            let shown: usize = files.values().map(Vec::len).sum();
+            let total = record.finding_count as usize;
+            if shown < total {
+                t.with2(
+                    "settings.run.findings_cut",
+                    ("shown", &shown),
+                    ("total", &total),
+                )
+            } else {
+                String::new()
+            }
+        },
         events: events.iter().map(EventRow::of).collect(),
         files: files
             .into_iter()
@@ -893,4 +953,24 @@ pub(crate) async fn rotate_token(State(state): State<SettingsState>, change: Cha
         Err(error) => error_flash(&error),
     };
     done(&state, &change, "/settings/token", flash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rich;
+
+    #[test]
+    fn rich_text_escapes_everything_and_marks_code() {
+        assert_eq!(rich("Run `a <b>` now"), "Run <code>a &lt;b&gt;</code> now");
+        assert_eq!(
+            rich("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(rich("odd ` tick"), "odd ` tick");
+        assert_eq!(
+            rich("`<img src=x onerror=y>`"),
+            "<code>&lt;img src=x onerror=y&gt;</code>"
+        );
+        assert_eq!(rich(""), "");
+    }
 }

@@ -20,6 +20,12 @@
   window.addEventListener('hashchange', take);
 })();
 
+// A form that removes or replaces something asks first (without the script it does not).
+document.addEventListener('submit', (event) => {
+  const message = event.target.dataset?.confirm;
+  if (message && !window.confirm(message)) event.preventDefault();
+});
+
 // The language menu applies itself.
 for (const form of document.querySelectorAll('form[data-autosubmit]')) {
   const button = form.querySelector('button[type=submit]');
@@ -70,8 +76,10 @@ function liveStatus(ok) {
         code.textContent = r.error;
         state.append(' ', code);
       }
+      const created = cell(r.createdAt);
+      created.className = 'time';
       tr.append(first, cell(r.kind), cell(r.subject), state, cell(r.stage),
-        cell(String(r.findings)), cell(r.createdAt));
+        cell(String(r.findings)), created);
       return tr;
     });
     body.replaceChildren(...fresh);
