@@ -141,7 +141,7 @@ impl Gateway {
                     status: crate::report::wire_name(&p.status),
                     remediation: p.remediation.unwrap_or_else(|| match p.status {
                         ProviderStatus::Ready => String::new(),
-                        _ => "See `review-agent-gateway providers list`.".into(),
+                        _ => "Open the Providers page: Test it, or set its key there.".into(),
                     }),
                 })
                 .collect(),
