@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use common::agent_model::{opencode_binary, respond};
 use common::fake_provider::FakeProvider;
-use common::http::{Response, request, request_bytes_raw, spawn_serve};
+use common::http::{Response, request, spawn_serve};
 use review_agent_gateway::config::ProviderKind;
 use serde_json::{Value, json};
 
@@ -67,63 +67,16 @@ impl Daemon {
 
     /// A raw request with a form body (or none, for GET).
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], form: &str) -> Response {
-        let mut raw = format!(
-            "{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\n",
-            self.port
-        );
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if method != "GET" {
-            raw.push_str(&format!(
-                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-                form.len()
-            ));
-        }
-        raw.push_str("\r\n");
-        raw.push_str(form);
-        request_bytes_raw(self.port, raw.as_bytes())
+        common::settings::send_form(self.port, method, path, headers, form)
     }
 
     /// A logged-in settings session: its cookie header and anti-CSRF token.
     fn login(&self) -> Page {
-        let out = Command::new(common::bin())
-            .args(["settings", "--no-open"])
-            .env("REVIEW_AGENT_GATEWAY_HOME", &self.home)
-            .env_remove("REVIEW_AGENT_GATEWAY_PORT")
-            .output()
-            .expect("settings runs");
-        assert!(out.status.success(), "settings: {out:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let code = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("Login code:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .expect("a code")
-            .to_owned();
-        let origin = self.origin();
-        let answer = self.send(
-            "POST",
-            "/settings/login",
-            &[("Origin", &origin)],
-            &format!("code={code}"),
-        );
-        assert_eq!(answer.status, 303, "{}", answer.body);
-        let cookie = answer
-            .header("set-cookie")
-            .and_then(|c| c.split(';').next())
-            .expect("a cookie")
-            .to_owned();
-        let page = self.send("GET", "/settings/agents", &[("Cookie", &cookie)], "");
-        assert_eq!(page.status, 200, "{}", page.body);
-        let csrf = page
-            .body
-            .split("name=\"csrf\" value=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .expect("a CSRF token in the page")
-            .to_owned();
-        Page { cookie, csrf }
+        let session = common::settings::login(self.port, &self.home);
+        Page {
+            cookie: session.cookie,
+            csrf: session.csrf,
+        }
     }
 
     /// `POST /settings/agents/reply` with `fields` (form-encoded as given, plus the token),

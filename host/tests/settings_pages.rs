@@ -12,7 +12,7 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command};
 
-use common::http::{Response, request_bytes_raw, spawn_serve};
+use common::http::{Response, spawn_serve};
 
 /// A key for the tests: never expected in an answer or the log.
 const KEY: &str = "sk-settings-pages-5b1d0c9e7f";
@@ -88,61 +88,13 @@ impl Daemon {
     }
 
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], form: &str) -> Response {
-        let mut raw = format!(
-            "{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\n",
-            self.port
-        );
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if method != "GET" {
-            raw.push_str(&format!(
-                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-                form.len()
-            ));
-        }
-        raw.push_str("\r\n");
-        raw.push_str(form);
-        request_bytes_raw(self.port, raw.as_bytes())
+        common::settings::send_form(self.port, method, path, headers, form)
     }
 
     fn login(&mut self) {
-        let out = Command::new(common::bin())
-            .args(["settings", "--no-open"])
-            .env("REVIEW_AGENT_GATEWAY_HOME", self.home.path())
-            .env_remove("REVIEW_AGENT_GATEWAY_PORT")
-            .output()
-            .expect("settings runs");
-        assert!(out.status.success(), "settings failed: {out:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let code = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("Login code:"))
-            .and_then(|rest| rest.split_whitespace().next())
-            .expect("a code")
-            .to_owned();
-        let origin = self.origin();
-        let answer = self.send(
-            "POST",
-            "/settings/login",
-            &[("Origin", &origin)],
-            &format!("code={code}"),
-        );
-        assert_eq!(answer.status, 303, "{}", answer.body);
-        self.cookie = answer
-            .header("set-cookie")
-            .and_then(|c| c.split(';').next())
-            .expect("a cookie")
-            .to_owned();
-        let page = self.get("/settings/providers");
-        assert_eq!(page.status, 200, "{}", page.body);
-        self.csrf = page
-            .body
-            .split("name=\"csrf\" value=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .expect("a CSRF token in the page")
-            .to_owned();
+        let session = common::settings::login(self.port, self.home.path());
+        self.cookie = session.cookie;
+        self.csrf = session.csrf;
     }
 
     fn get(&self, path: &str) -> Response {

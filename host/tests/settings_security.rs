@@ -8,10 +8,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Child, Command};
 
 use common::http::{Response, request_bytes_raw, spawn_serve};
+use common::settings::settings_command;
 
 struct Daemon {
     child: Child,
@@ -34,7 +34,8 @@ impl Daemon {
         Daemon { child, port, home }
     }
 
-    /// `review-agent-gateway settings --no-open [extra]`: the printed code.
+    /// `review-agent-gateway settings --no-open [extra]`: the printed code (and the address
+    /// it prints is this daemon's).
     fn code(&self, extra: &[&str]) -> String {
         let out = settings_command(self.home.path(), extra);
         assert!(out.status.success(), "settings failed: {out:?}");
@@ -57,77 +58,23 @@ impl Daemon {
 
     /// A raw request with a form body.
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], form: &str) -> Response {
-        let mut raw = format!(
-            "{method} {path} HTTP/1.1\r\nConnection: close\r\nHost: 127.0.0.1:{}\r\n",
-            self.port
-        );
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if method != "GET" {
-            raw.push_str(&format!(
-                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-                form.len()
-            ));
-        }
-        raw.push_str("\r\n");
-        raw.push_str(form);
-        request_bytes_raw(self.port, raw.as_bytes())
+        common::settings::send_form(self.port, method, path, headers, form)
     }
 
     /// Log in with a fresh code: the session cookie's value and the page's anti-CSRF token.
     fn login(&self) -> (String, String) {
-        let code = self.code(&[]);
-        let origin = self.origin();
-        let answer = self.send(
-            "POST",
-            "/settings/login",
-            &[("Origin", &origin)],
-            &format!("code={code}"),
-        );
-        assert_eq!(answer.status, 303, "{}", answer.body);
-        let set_cookie = answer.header("set-cookie").expect("a cookie").to_owned();
-        for attribute in ["HttpOnly", "SameSite=Strict", "Path=/settings"] {
-            assert!(set_cookie.contains(attribute), "{set_cookie}");
-        }
-        let cookie = set_cookie
-            .split(';')
-            .next()
-            .and_then(|kv| kv.strip_prefix("rag_settings="))
+        let session = common::settings::login(self.port, self.home.path());
+        let value = session
+            .cookie
+            .strip_prefix("rag_settings=")
             .expect("rag_settings")
             .to_owned();
-        let page = self.send(
-            "GET",
-            "/settings/status",
-            &[("Cookie", &cookie_header(&cookie))],
-            "",
-        );
-        assert_eq!(page.status, 200, "{}", page.body);
-        let csrf = page
-            .body
-            .split("name=\"csrf-token\" content=\"")
-            .nth(1)
-            .or_else(|| page.body.split("name=\"csrf\" value=\"").nth(1))
-            .and_then(|rest| rest.split('"').next())
-            .expect("a CSRF token in the page")
-            .to_owned();
-        (cookie, csrf)
+        (value, session.csrf)
     }
 }
 
 fn cookie_header(value: &str) -> String {
     format!("rag_settings={value}")
-}
-
-fn settings_command(home: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(common::bin())
-        .arg("settings")
-        .arg("--no-open")
-        .args(extra)
-        .env("REVIEW_AGENT_GATEWAY_HOME", home)
-        .env_remove("REVIEW_AGENT_GATEWAY_PORT")
-        .output()
-        .expect("settings runs")
 }
 
 /// The headers every settings answer carries.

@@ -6,6 +6,7 @@ pub mod fake_provider;
 pub mod http;
 #[cfg(unix)]
 pub mod secret_service;
+pub mod settings;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
