@@ -1871,8 +1871,9 @@ fn not_mapped(gitlab_origin: &str, project_path: &str) -> GatewayError {
             "No local repository is mapped to this GitLab project ({gitlab_origin} \
              {project_path}). Map it with `review-agent-gateway mappings add --gitlab-origin \
              {gitlab_origin} --project-path {project_path} --local-path <clone>`, or propose it \
-             with POST /v1/repository-mappings and confirm it with `review-agent-gateway \
-             mappings confirm <id>`."
+             with POST /v1/repository-mappings and confirm it on the settings page \
+             (`review-agent-gateway settings`) or with `review-agent-gateway mappings confirm \
+             <id>`."
         ),
         "Open Gateway settings and add a repository mapping.",
     )

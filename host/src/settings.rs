@@ -177,6 +177,8 @@ async fn guard(State(state): State<SettingsState>, mut request: Request, next: N
 
 /// The checks of the module docs; on success the session (if any) and the page's language are
 /// request extensions.
+// The refusal is the answer itself, made once per refused request: boxing it buys nothing.
+#[allow(clippy::result_large_err)]
 fn check(state: &SettingsState, request: &mut Request) -> Result<(), Response> {
     let headers = request.headers();
     let lang = Lang::negotiate(

@@ -208,7 +208,8 @@ fn changes_need_the_origin_and_the_sessions_token() {
     let rotate = |headers: &[(&str, &str)], form: &str| {
         daemon.send("POST", "/settings/token/rotate", headers, form)
     };
-    let cases: [(&str, Vec<(&str, &str)>, String, &str); 5] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, &'a str);
+    let cases: [Case; 5] = [
         (
             "no token",
             vec![("Origin", &origin), ("Cookie", &jar)],

@@ -214,7 +214,7 @@ pub fn add_allowed_origin(path: &Path, origin: &str) -> Result<bool, ConfigError
     })?;
     let text = read_or_empty(path)?;
     let config = Config::parse(&text, path)?;
-    if config.allowed_origins.iter().any(|o| *o == origin) {
+    if config.allowed_origins.contains(&origin) {
         return Ok(false);
     }
     let mut doc = parse_mut(&text, path)?;
