@@ -720,24 +720,7 @@ fn pipeline(
                 }
             }
         }
-        for (line_no, text, rule) in lines {
-            let above = line_no
-                .checked_sub(2)
-                .and_then(|i| file.new_lines.get(i as usize))
-                .map(String::as_str);
-            if is_suppressed(rule.id(), text, above) {
-                continue;
-            }
-            candidates.push(Candidate {
-                path: &file.path,
-                file_lines: &file.new_lines,
-                line: line_no,
-                end_line: line_no,
-                text,
-                rule,
-                flow: Vec::new(),
-            });
-        }
+        line_candidates(file, lines, &mut candidates);
         syntax_candidates(file, syntax, &mut candidates, first_candidate);
     }
 
@@ -1244,6 +1227,33 @@ fn file_matches<'a>(
 
 /// Most lines of a syntax match quoted as evidence; the quote says when it was cut.
 const MAX_QUOTED_LINES: usize = 12;
+
+/// Line rules' matches of `file` (`(line number, line text, rule)`) as candidates, less those
+/// an ignore comment on the line or alone on the line above suppresses.
+fn line_candidates<'a>(
+    file: &'a crate::repo::FileDiff,
+    lines: Vec<(u32, &'a str, &'a crate::rules::Rule)>,
+    candidates: &mut Vec<Candidate<'a>>,
+) {
+    for (line_no, text, rule) in lines {
+        let above = line_no
+            .checked_sub(2)
+            .and_then(|i| file.new_lines.get(i as usize))
+            .map(String::as_str);
+        if is_suppressed(rule.id(), text, above) {
+            continue;
+        }
+        candidates.push(Candidate {
+            path: &file.path,
+            file_lines: &file.new_lines,
+            line: line_no,
+            end_line: line_no,
+            text,
+            rule,
+            flow: Vec::new(),
+        });
+    }
+}
 
 /// Adds the syntax rules' findings on one file to `candidates`, then orders the file's
 /// candidates (from `first` on) by line, line rules first on a line.

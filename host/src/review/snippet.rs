@@ -8,9 +8,9 @@
 use crate::error::{GatewayError, codes};
 use crate::protocol::finding::{Confidence, Severity};
 use crate::repo::{ChangeKind, DiffLine, FileDiff, Hunk, LineKind};
-use crate::rules::{Selection, is_suppressed};
+use crate::rules::Selection;
 
-use super::{Candidate, FileMatches, file_matches, syntax_candidates};
+use super::{Candidate, FileMatches, file_matches, line_candidates, syntax_candidates};
 
 /// The largest snippet tried, in bytes.
 pub const MAX_SNIPPET_BYTES: usize = 64 * 1024;
@@ -81,24 +81,7 @@ pub fn try_snippet(
         .next()
         .unwrap_or_default();
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
-    for (line_no, line_text, rule) in lines {
-        let above = line_no
-            .checked_sub(2)
-            .and_then(|i| file.new_lines.get(i as usize))
-            .map(String::as_str);
-        if is_suppressed(rule.id(), line_text, above) {
-            continue;
-        }
-        candidates.push(Candidate {
-            path: &file.path,
-            file_lines: &file.new_lines,
-            line: line_no,
-            end_line: line_no,
-            text: line_text,
-            rule,
-            flow: Vec::new(),
-        });
-    }
+    line_candidates(&file, lines, &mut candidates);
     syntax_candidates(&file, syntax, &mut candidates, 0);
     Ok(candidates
         .into_iter()
