@@ -21,7 +21,7 @@ use std::time::Duration;
 use askama::Template;
 use axum::extract::State;
 use axum::response::Response;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use futures_util::Stream;
 
 use super::pages::{Chrome, done, error_flash, ok_flash, render};
@@ -68,35 +68,13 @@ pub(crate) async fn live(
     State(state): State<SettingsState>,
     _who: LoggedIn,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let gateway = state.gateway.clone();
-    let changes = gateway.runs_changed();
-    let stop = state.stop.clone();
-    let stream = futures_util::stream::unfold(
-        (gateway, changes, None::<String>),
-        move |(gateway, mut changes, last)| {
-            let stop = stop.clone();
-            async move {
-                loop {
-                    if last.is_some() {
-                        tokio::select! {
-                            changed = changes.changed() => if changed.is_err() { return None },
-                            () = tokio::time::sleep(Duration::from_secs(3)) => {}
-                            () = stop.cancelled() => return None,
-                        }
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        changes.borrow_and_update();
-                    }
-                    let signature = gateway.agents_signature().await;
-                    if last.as_deref() == Some(signature.as_str()) {
-                        continue;
-                    }
-                    let event = Event::default().event("agents").data(signature.clone());
-                    return Some((Ok(event), (gateway, changes, Some(signature))));
-                }
-            }
-        },
-    );
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    let pace = super::pages::Pace {
+        coalesce: Duration::from_millis(500),
+        at_least_every: Some(Duration::from_secs(3)),
+    };
+    super::pages::live_snapshots(&state, "agents", pace, |gateway| async move {
+        Some(gateway.agents_signature().await)
+    })
 }
 
 /// `POST /settings/agents/reply` (`session`, `request`, `reply`): the answer sent through the

@@ -629,41 +629,72 @@ pub(crate) async fn runs_live(
     State(state): State<SettingsState>,
     _who: LoggedIn,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let pace = Pace {
+        coalesce: Duration::from_millis(250),
+        at_least_every: None,
+    };
+    live_snapshots(&state, "runs", pace, |gateway| async move {
+        let runs = blocking(move || gateway.recent_runs(RUN_ROWS)).await.ok()?;
+        let rows: Vec<RunRow> = runs.iter().map(RunRow::of).collect();
+        serde_json::to_string(&rows).ok()
+    })
+}
+
+/// How [`live_snapshots`] waits between two looks.
+pub(crate) struct Pace {
+    /// After a change of the store, how long to let a burst of commits settle (a review
+    /// stores its events in groups).
+    pub(crate) coalesce: Duration,
+    /// Look again after this long even without a change (what the store does not see).
+    pub(crate) at_least_every: Option<Duration>,
+}
+
+/// An SSE stream of `name` events whose data is `snapshot`'s answer: one now, then one after
+/// each change of the store's runs ([`Gateway::runs_changed`], paced by `pace`) whose snapshot
+/// differs from the last one sent. A snapshot that fails (`None`: the store failing) keeps
+/// what was sent and is tried again a second later. Ends when the daemon stops; comments keep
+/// the connection alive every 15 s.
+pub(crate) fn live_snapshots<F, Fut>(
+    state: &SettingsState,
+    name: &'static str,
+    pace: Pace,
+    snapshot: F,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + use<F, Fut>>
+where
+    F: Fn(crate::engine::Gateway) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<String>> + Send,
+{
     let gateway = state.gateway.clone();
     let changes = gateway.runs_changed();
     let stop = state.stop.clone();
+    let snapshot = std::sync::Arc::new(snapshot);
     let stream = futures_util::stream::unfold(
-        (gateway, changes, None::<Vec<RunRow>>),
+        (gateway, changes, None::<String>),
         move |(gateway, mut changes, last)| {
-            let stop = stop.clone();
+            let (stop, snapshot) = (stop.clone(), snapshot.clone());
             async move {
                 loop {
                     if last.is_some() {
+                        let every = pace.at_least_every.unwrap_or(Duration::from_secs(86_400));
                         tokio::select! {
                             changed = changes.changed() => if changed.is_err() { return None },
+                            () = tokio::time::sleep(every) => {}
                             () = stop.cancelled() => return None,
                         }
-                        // Coalesce a burst of commits (a review stores events in groups).
-                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        tokio::time::sleep(pace.coalesce).await;
                         changes.borrow_and_update();
                     }
-                    let g = gateway.clone();
-                    let rows: Vec<RunRow> = match blocking(move || g.recent_runs(RUN_ROWS)).await {
-                        Ok(runs) => runs.iter().map(RunRow::of).collect(),
-                        // The store failing (a full disk): keep the list as shown, try again.
-                        Err(_) => {
-                            tokio::select! {
-                                () = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                                () = stop.cancelled() => return None,
-                            }
+                    let Some(data) = snapshot(gateway.clone()).await else {
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                            () = stop.cancelled() => return None,
                         }
                     };
-                    if last.as_ref() == Some(&rows) {
+                    if last.as_deref() == Some(data.as_str()) {
                         continue;
                     }
-                    let data = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into());
-                    let event = Event::default().event("runs").data(data);
-                    return Some((Ok(event), (gateway, changes, Some(rows))));
+                    let event = Event::default().event(name).data(data.clone());
+                    return Some((Ok(event), (gateway, changes, Some(data))));
                 }
             }
         },
