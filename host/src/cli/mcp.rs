@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::config::{Config, Paths, PortSource, daemon_port};
+use review_agent_gateway::config::{Config, Paths, daemon_port};
 use review_agent_gateway::transport::mcp_stdio;
 use review_agent_gateway::transport::native::DaemonConnector;
 
@@ -56,14 +56,7 @@ pub(crate) fn mcp_command(args: McpArgs) -> ExitCode {
                 "Start the daemon yourself with `review-agent-gateway serve`.",
             )
         })?;
-        Ok(DaemonConnector::new(
-            port,
-            source != PortSource::Config,
-            paths.token_file(),
-            program,
-            paths.log_dir().join("daemon.log"),
-        )
-        .with_daemon_record(paths.daemon_file()))
+        Ok(DaemonConnector::for_paths(&paths, (port, source), program))
     };
     let connector = match setup() {
         Ok(connector) => connector,

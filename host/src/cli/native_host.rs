@@ -9,7 +9,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::config::{Config, LoadedConfig, Paths, PortSource, daemon_port};
+use review_agent_gateway::config::{Config, LoadedConfig, Paths, daemon_port};
 use review_agent_gateway::transport::native::{
     self, Allowlist, DaemonConnector, RelayEnd, RelayOptions,
 };
@@ -72,14 +72,7 @@ pub(crate) fn native_host_command(args: NativeHostArgs) -> ExitCode {
             ));
         }
     };
-    let connector = DaemonConnector::new(
-        port,
-        source != PortSource::Config,
-        paths.token_file(),
-        program,
-        paths.log_dir().join("daemon.log"),
-    )
-    .with_daemon_record(paths.daemon_file());
+    let connector = DaemonConnector::for_paths(&paths, (port, source), program);
     tracing::info!(%caller, port = connector.port, ?source, "relaying");
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

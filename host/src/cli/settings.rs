@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use review_agent_gateway::GatewayError;
-use review_agent_gateway::config::{Config, LoadedConfig, Paths, PortSource, daemon_port};
+use review_agent_gateway::config::{Config, LoadedConfig, Paths, daemon_port};
 use review_agent_gateway::error::codes;
 use review_agent_gateway::settings::{LoginCodes, login};
 use review_agent_gateway::transport::native::DaemonConnector;
@@ -107,14 +107,7 @@ fn ensure_daemon(
             "Start the daemon yourself with `review-agent-gateway serve`, then run this again.",
         )
     })?;
-    let mut connector = DaemonConnector::new(
-        port,
-        source != PortSource::Config,
-        paths.token_file(),
-        program,
-        paths.log_dir().join("daemon.log"),
-    )
-    .with_daemon_record(paths.daemon_file());
+    let mut connector = DaemonConnector::for_paths(paths, (port, source), program);
     connector.start_detached()?;
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {

@@ -128,11 +128,7 @@ pub fn remove_mapping(
     project_path: &str,
 ) -> Result<bool, ConfigError> {
     let text = read_or_empty(path)?;
-    let config = Config::parse(&text, path)?;
-    let Some(target) = config.find_mapping(gitlab_origin, project_path) else {
-        return Ok(false);
-    };
-    let Some(index) = config.mappings.iter().position(|m| m == target) else {
+    let Some(index) = mapping_index(&text, path, gitlab_origin, project_path)? else {
         return Ok(false);
     };
     let mut doc = parse_mut(&text, path)?;
@@ -172,11 +168,7 @@ pub fn set_default_ref(
         message,
     })?;
     let text = read_or_empty(path)?;
-    let config = Config::parse(&text, path)?;
-    let Some(target) = config.find_mapping(gitlab_origin, project_path) else {
-        return Ok(false);
-    };
-    let Some(index) = config.mappings.iter().position(|m| m == target) else {
+    let Some(index) = mapping_index(&text, path, gitlab_origin, project_path)? else {
         return Ok(false);
     };
     let mut doc = parse_mut(&text, path)?;
@@ -257,6 +249,21 @@ pub fn remove_allowed_origin(path: &Path, origin: &str) -> Result<bool, ConfigEr
     }
     write_checked(path, &doc.to_string())?;
     Ok(true)
+}
+
+/// The position among `[[mappings]]` (file order, as the document's entries) of the mapping
+/// of `gitlab_origin` + `project_path` in the config `text` (compared as
+/// [`Config::find_mapping`] does); `None` when there is none.
+fn mapping_index(
+    text: &str,
+    path: &Path,
+    gitlab_origin: &str,
+    project_path: &str,
+) -> Result<Option<usize>, ConfigError> {
+    let config = Config::parse(text, path)?;
+    Ok(config
+        .find_mapping(gitlab_origin, project_path)
+        .and_then(|target| config.mappings.iter().position(|m| m == target)))
 }
 
 fn new_table(fields: &[(&str, &str)]) -> Table {

@@ -285,15 +285,7 @@ fn rule_row(rule: &Rule) -> RuleRow {
     }
 }
 
-/// A user-given id as shown in a message: at most 64 characters, control characters replaced.
+/// A user-given id as shown in a message (the shape `providers` messages use too).
 fn clip(id: &str) -> String {
-    let mut out: String = id
-        .chars()
-        .take(64)
-        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-        .collect();
-    if id.chars().count() > 64 {
-        out.push('…');
-    }
-    out
+    crate::security::secrets::clip_id(id)
 }

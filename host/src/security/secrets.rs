@@ -439,7 +439,7 @@ pub fn unknown_provider(config_path: &Path, id: &str) -> GatewayError {
 }
 
 /// An id as shown in a message: at most 64 characters, control characters replaced.
-fn clip_id(id: &str) -> String {
+pub(crate) fn clip_id(id: &str) -> String {
     let mut out: String = id
         .chars()
         .take(64)

@@ -397,6 +397,25 @@ impl DaemonConnector {
         }
     }
 
+    /// The connector every command of this user uses for its daemon: port `port` (from
+    /// [`crate::config::daemon_port`], passed to `serve` unless it came from the config), the
+    /// token file, the daemon log and the daemon record of `paths`, and `program` started as the
+    /// daemon.
+    pub fn for_paths(
+        paths: &crate::config::Paths,
+        (port, source): (u16, crate::config::PortSource),
+        program: PathBuf,
+    ) -> Self {
+        DaemonConnector::new(
+            port,
+            source != crate::config::PortSource::Config,
+            paths.token_file(),
+            program,
+            paths.log_dir().join("daemon.log"),
+        )
+        .with_daemon_record(paths.daemon_file())
+    }
+
     /// Also follow the running daemon's record `file` (`<state>/daemon.json`,
     /// [`crate::config::record_daemon`]): at every attempt, a recorded port other than
     /// [`DaemonConnector::port`] is tried first, and once it answers it becomes the port (so a
