@@ -149,7 +149,7 @@ Description: local bridge between a GitLab reviewer's browser and their machine
  native-messaging host (register it with: review-agent-gateway install).
 EOF
 stamp "$deb"
-dpkg-deb --root-owner-group -Zxz --build "$deb" "$out/review-agent-gateway_${version}_amd64.deb" >/dev/null
+SOURCE_DATE_EPOCH=$epoch dpkg-deb --root-owner-group -Zxz --build "$deb" "$out/review-agent-gateway_${version}_amd64.deb" >/dev/null
 
 # === the companion extension and the userscript ===
 node extension-bridge/build.mjs --out "$stage/ext" >/dev/null
