@@ -3,8 +3,9 @@
 a real source tree, in the same run. Prints one table with the ratio ours / peer per task.
 
 Rows (each a `hyperfine` comparison of two commands, page cache warm):
-- code_search (three queries) against `rg`, at WORKTREE (both read the files on disk) and at
-  HEAD (ours reads the object database);
+- code_search (three queries) against `rg` over the corpus's checkout, at WORKTREE (both read
+  the files on disk), at HEAD (ours takes the clean work-tree files that are the commit's
+  blobs, checked against their ids) and at HEAD of a bare clone (ours inflates every blob);
 - file_search (a glob) against `rg --files -g` and `fd`;
 - git_history log (whole history page, and one path following renames) against `git log`,
   blame of a line range against `git blame -L`, show against `git show --numstat`;
@@ -91,15 +92,20 @@ def code_search(t, a, env):
         ("smart-case mutex", {"query": "mutex", "maxMatches": 2000},
          ["rg", "--hidden", "-n", "--no-heading", "-S", "-F", "mutex"]),
     ]
+    # @HEAD in the corpus: the clean work tree stands in for the blobs it holds (verified by
+    # their ids, see host/src/tools/blobs.rs); @HEAD in a bare clone of it: every blob is
+    # inflated from the pack. rg reads the checkout of that same commit in both rows.
+    sides = [("WORKTREE", a.corpus, "WORKTREE"), ("HEAD", a.corpus, "HEAD"),
+             ("HEAD", a.bare, "HEAD, bare clone")]
     for label, payload, rg in queries:
-        for rev in ("WORKTREE", "HEAD"):
-            ours = tool_cmd(a.bin, a.corpus, "code_search", rev, payload)
+        for rev, repo, where in sides:
+            ours = tool_cmd(a.bin, repo, "code_search", rev, payload)
             found = run_json(ours, env)
             matches = len(found.get("matches", []))
             peer_count = count_lines(rg + [a.corpus])
             check = f"matches {matches}/{peer_count}" + ("" if not found.get("truncated") else " TRUNCATED")
             o, p = hyperfine(q(ours), q(rg + [a.corpus]), a.runs)
-            t.add(f"code_search {label} @{rev}", o, "rg", p, check)
+            t.add(f"code_search {label} @{where}", o, "rg", p, check)
 
 
 def file_search(t, a, env):
@@ -260,6 +266,8 @@ def main():
                              capture_output=True, text=True).stdout.strip()
     print(f"corpus: {a.corpus} ({lines} lines, {commits} commits)", file=sys.stderr)
     home = tempfile.mkdtemp(prefix="rag-bench-")
+    a.bare = os.path.join(home, "bare.git")
+    subprocess.run(["git", "clone", "-q", "--bare", a.corpus, a.bare], check=True)
     env = dict(os.environ, REVIEW_AGENT_GATEWAY_HOME=home)
     os.environ["REVIEW_AGENT_GATEWAY_HOME"] = home  # hyperfine's children too
     t = Table()

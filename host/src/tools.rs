@@ -10,6 +10,7 @@
 //! absolute paths, no `..`, no NUL or backslash, and no symbolic link that resolves outside the
 //! repository. Every output is capped, with `truncated: true` when a cap was hit.
 
+pub mod blobs;
 mod call;
 mod code_search;
 mod file_edit;
@@ -126,6 +127,8 @@ pub struct ToolContext {
     // absolute path (shown as `<repo>`) besides the built-in secrets, so tool events and logs
     // never carry it.
     redactor: std::sync::OnceLock<crate::security::redact::Redactor>,
+    // Built on first use; its cache lives as long as this context (one run's calls).
+    blobs: std::sync::OnceLock<blobs::BlobSource>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -164,6 +167,7 @@ impl ToolContext {
             processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
+            blobs: std::sync::OnceLock::new(),
         };
         ctx.rev = ctx.revision(Some(rev.unwrap_or("HEAD")))?;
         Ok(ctx)
@@ -206,6 +210,7 @@ impl ToolContext {
             processes: None,
             cancel: None,
             redactor: std::sync::OnceLock::new(),
+            blobs: std::sync::OnceLock::new(),
         })
     }
 
@@ -436,6 +441,18 @@ impl ToolContext {
 
     pub(crate) fn git(&self) -> Result<&gix::Repository, GatewayError> {
         self.git.as_ref().ok_or_else(|| self.not_a_repository())
+    }
+
+    /// Where this context's tools read blobs of a commit (see [`blobs`]): built on first
+    /// use, its cache shared by every later call on this context.
+    ///
+    /// # Errors
+    /// As [`ToolContext::git`].
+    pub(crate) fn blobs(&self) -> Result<&blobs::BlobSource, GatewayError> {
+        let git = self.git()?;
+        Ok(self
+            .blobs
+            .get_or_init(|| blobs::BlobSource::new(git, self.work_root.as_deref())))
     }
 }
 

@@ -154,6 +154,53 @@ fn worktree_honours_gitignore_and_differs_from_commit() {
     assert_eq!(out["matchCount"], 3);
 }
 
+/// At a commit, the work tree is read only for files that are the commit's blobs (their bytes
+/// hash to the blob id, host/src/tools/blobs.rs): an edit that keeps the size and the mtime,
+/// and a checkout whose line endings git converted, are not taken for the commit.
+#[test]
+fn a_commit_is_read_exactly_whatever_the_work_tree_holds() {
+    let mut repo = fixture();
+    repo.write(".gitattributes", "*.txt text eol=crlf\n");
+    repo.write("crlf.txt", "alpha crlf\n");
+    repo.commit("crlf");
+    // Check the CRLF file out again: now the work tree has `\r\n`, the blob `\n`.
+    repo.remove("crlf.txt");
+    repo.git(&["checkout", "--", "crlf.txt"]);
+    assert_eq!(std::fs::read(repo.path().join("crlf.txt")).unwrap(), b"alpha crlf\r\n");
+    let cr = json!({ "query": "crlf\\r", "regex": true });
+    assert_eq!(call(&repo, cr.clone()).expect("HEAD")["matchCount"], 0);
+    let mut at_worktree = cr.clone();
+    at_worktree["ref"] = json!("WORKTREE");
+    assert_eq!(call(&repo, at_worktree).expect("WORKTREE")["matchCount"], 1);
+
+    // Same size, same mtime, other bytes: git's stat check would call it clean.
+    let path = repo.path().join("src/util.py");
+    let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+    repo.write("src/util.py", "def omega():\n    return 1\n");
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(before)
+        .unwrap();
+    let ctx = ToolContext::open(repo.path(), None).expect("open");
+    let registry = Registry::builtin();
+    let search = registry.get("code_search").expect("tool");
+    for _ in 0..2 {
+        // The second call on the same context reads its cache.
+        let out = search.execute(&ctx, json!({ "query": "alpha" })).expect("HEAD").value;
+        assert_eq!(
+            places(&out),
+            ["crlf.txt:1", "docs/notes.md:1", "src/lib.rs:1", "src/util.py:1"]
+        );
+    }
+    let out = search
+        .execute(&ctx, json!({ "query": "omega", "ref": "WORKTREE" }))
+        .expect("WORKTREE")
+        .value;
+    assert_eq!(places(&out), ["src/util.py:1"]);
+}
+
 #[test]
 fn caps_and_refusals() {
     let mut repo = TestRepo::new();

@@ -294,6 +294,7 @@ fn search_all(
     let results: Mutex<Vec<(usize, FileHits)>> = Mutex::new(Vec::new());
     let failure: Mutex<Option<GatewayError>> = Mutex::new(None);
     let shared = ctx.git()?.clone().into_sync();
+    let blobs = ctx.blobs()?;
     let worker = || {
         let git = shared.to_thread_local();
         let mut searcher = SearcherBuilder::new()
@@ -307,7 +308,7 @@ fn search_all(
             let Some(candidate) = candidates.get(index) else {
                 break;
             };
-            let data = match read_candidate(&git, candidate) {
+            let data = match read_candidate(blobs, &git, candidate) {
                 Ok(Some(data)) => data,
                 Ok(None) => continue,
                 Err(e) => {
@@ -351,33 +352,49 @@ fn search_all(
 }
 
 /// The bytes of `candidate`, `None` when it cannot be read from the work tree (it changed
-/// under us) or is over [`MAX_FILE_BYTES`].
+/// under us), is not a regular file, or is over [`MAX_FILE_BYTES`]. A blob comes through the
+/// context's [`BlobSource`](super::blobs::BlobSource): its cache, the work-tree file when that
+/// is the blob, or the object database.
 ///
 /// # Errors
 /// `repository.read_failed` for a blob the object database cannot give.
 fn read_candidate(
+    blobs: &super::blobs::BlobSource,
     git: &gix::Repository,
     candidate: &Candidate,
-) -> Result<Option<Vec<u8>>, GatewayError> {
+) -> Result<Option<std::sync::Arc<[u8]>>, GatewayError> {
     match &candidate.source {
-        Source::Blob(id) => {
-            let read = |e: &dyn std::fmt::Display| -> GatewayError {
-                RepoError::Read {
-                    what: format!("blob {id} ({})", candidate.path),
-                    message: e.to_string(),
-                }
-                .into()
-            };
-            let blob = git.find_blob(*id).map_err(|e| read(&e))?;
-            if blob.data.len() as u64 > MAX_FILE_BYTES {
-                return Ok(None);
-            }
-            Ok(Some(blob.detach().data))
-        }
-        Source::File(path) => Ok(std::fs::read(path)
-            .ok()
-            .filter(|d| d.len() as u64 <= MAX_FILE_BYTES)),
+        Source::Blob(id) => Ok(blobs
+            .read(git, &candidate.path, *id, MAX_FILE_BYTES)?
+            .map(|(data, _)| data)),
+        Source::File(path) => Ok(read_file_capped(path).map(std::sync::Arc::from)),
     }
+}
+
+/// The bytes of the regular file at `path` (not following a final symbolic link), `None` when
+/// it cannot be opened or read, is not a regular file, or is over [`MAX_FILE_BYTES`]: one open,
+/// one `fstat`, the reads.
+fn read_file_capped(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Non-blocking: a FIFO put there after the walk does not hang the search.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    );
+    let mut file = options.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    (&mut file)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut data)
+        .ok()?;
+    (data.len() as u64 <= MAX_FILE_BYTES).then_some(data)
 }
 
 /// Search one file's bytes, keeping at most `limit` hits and about [`MAX_OUTPUT_BYTES`] bytes.
@@ -520,28 +537,19 @@ fn commit_candidates(
 }
 
 /// Every wanted regular file under the work tree not ignored by git's ignore files (`.git`
-/// excluded, links not followed, not over the size cap), sorted by path.
+/// excluded, links not followed), sorted by path.
 fn worktree_candidates(
     ctx: &ToolContext,
     wanted: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Candidate>, GatewayError> {
     let root = ctx.work_root()?;
-    let mut files = Vec::new();
-    for (rel, entry) in path::worktree_entries(root) {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        if !wanted(&rel) {
-            continue;
-        }
-        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-            continue;
-        }
-        files.push(Candidate {
+    // Sizes are checked when a file is read (one `fstat` on the open file).
+    Ok(path::worktree_entries_sorted(root)
+        .into_iter()
+        .filter(|(rel, entry)| entry.file_type().is_some_and(|t| t.is_file()) && wanted(rel))
+        .map(|(rel, entry)| Candidate {
             path: rel,
             source: Source::File(entry.into_path()),
-        });
-    }
-    files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    Ok(files)
+        })
+        .collect())
 }

@@ -165,9 +165,10 @@ fn files_at_commit(ctx: &ToolContext, commit: gix::ObjectId) -> Result<Vec<Strin
 /// Every file under the work tree not ignored by git's ignore files, by path; `.git` excluded.
 fn files_in_worktree(ctx: &ToolContext) -> Result<Vec<String>, GatewayError> {
     let root = ctx.work_root()?;
-    let mut files: Vec<String> = path::worktree_entries(root).map(|(rel, _)| rel).collect();
-    files.sort();
-    Ok(files)
+    Ok(path::worktree_entries_sorted(root)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .collect())
 }
 
 /// A fuzzy score of `path` for lower-cased `query`: `None` unless the query's characters appear

@@ -482,16 +482,72 @@ pub fn worktree_entries(root: &Path) -> impl Iterator<Item = (String, ignore::Di
         .build()
         .filter_map(Result::ok)
         .filter(|entry| entry.file_type().is_some_and(|kind| !kind.is_dir()))
-        .filter_map(move |entry| {
-            let rel: Vec<String> = entry
-                .path()
-                .strip_prefix(root)
-                .ok()?
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            Some((rel.join("/"), entry))
-        })
+        .filter_map(move |entry| Some((relative(root, entry.path())?, entry)))
+}
+
+/// [`worktree_entries`] walked on several threads (the `ignore` crate's parallel walker, as
+/// ripgrep walks), sorted by path: for the tools that need every entry before they answer
+/// (`code_search`, `file_search`). Threads: the machine's parallelism, at most 8.
+pub fn worktree_entries_sorted(root: &Path) -> Vec<(String, ignore::DirEntry)> {
+    use std::sync::Mutex;
+    /// One walker thread's entries, handed to the shared list in batches and when dropped.
+    struct Batch<'a> {
+        mine: Vec<(String, ignore::DirEntry)>,
+        all: &'a Mutex<Vec<(String, ignore::DirEntry)>>,
+    }
+    impl Batch<'_> {
+        fn flush(&mut self) {
+            if let Ok(mut all) = self.all.lock() {
+                all.append(&mut self.mine);
+            }
+        }
+    }
+    impl Drop for Batch<'_> {
+        fn drop(&mut self) {
+            self.flush();
+        }
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let all = Mutex::new(Vec::new());
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .threads(threads)
+        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
+        .build_parallel()
+        .run(|| {
+            let mut batch = Batch {
+                mine: Vec::new(),
+                all: &all,
+            };
+            Box::new(move |entry| {
+                if let Ok(entry) = entry
+                    && entry.file_type().is_some_and(|kind| !kind.is_dir())
+                    && let Some(rel) = relative(root, entry.path())
+                {
+                    batch.mine.push((rel, entry));
+                    if batch.mine.len() >= 256 {
+                        batch.flush();
+                    }
+                }
+                ignore::WalkState::Continue
+            })
+        });
+    let mut all = all.into_inner().unwrap_or_default();
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
+/// `path` under `root` as a '/'-separated relative path, lossily decoded.
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel: Vec<String> = path
+        .strip_prefix(root)
+        .ok()?
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(rel.join("/"))
 }
 
 /// `tool.path_not_found` for `path`, `where_` saying at which revision.
