@@ -81,7 +81,7 @@ impl BlobSource {
         path: &str,
         id: ObjectId,
         max_bytes: u64,
-    ) -> Result<Option<(Arc<[u8]>, Origin)>, GatewayError> {
+    ) -> Result<Option<(Arc<Vec<u8>>, Origin)>, GatewayError> {
         if let Some(data) = self.cache.lock().ok().and_then(|c| c.get(&id)) {
             return Ok(Some((data, Origin::Cache)));
         }
@@ -90,7 +90,7 @@ impl BlobSource {
             .as_ref()
             .and_then(|w| w.read(path, id, max_bytes))
         {
-            Some(data) => (Arc::<[u8]>::from(data), Origin::Worktree),
+            Some(data) => (Arc::new(data), Origin::Worktree),
             None => {
                 let blob = git.find_blob(id).map_err(|e| {
                     GatewayError::from(RepoError::Read {
@@ -101,7 +101,7 @@ impl BlobSource {
                 if blob.data.len() as u64 > max_bytes {
                     return Ok(None);
                 }
-                (Arc::<[u8]>::from(blob.data.as_slice()), Origin::Objects)
+                (Arc::new(blob.detach().data), Origin::Objects)
             }
         };
         if let Ok(mut cache) = self.cache.lock() {
@@ -114,17 +114,17 @@ impl BlobSource {
 /// Blobs by id, at most [`CACHE_BYTES`] of them, evicted oldest first.
 #[derive(Default)]
 struct Cache {
-    blobs: HashMap<ObjectId, Arc<[u8]>>,
+    blobs: HashMap<ObjectId, Arc<Vec<u8>>>,
     order: VecDeque<ObjectId>,
     bytes: usize,
 }
 
 impl Cache {
-    fn get(&self, id: &ObjectId) -> Option<Arc<[u8]>> {
+    fn get(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
         self.blobs.get(id).cloned()
     }
 
-    fn put(&mut self, id: ObjectId, data: Arc<[u8]>) {
+    fn put(&mut self, id: ObjectId, data: Arc<Vec<u8>>) {
         if data.len() > CACHE_BYTES || self.blobs.contains_key(&id) {
             return;
         }
@@ -216,9 +216,11 @@ impl WorktreeBlobs {
         if !meta.is_file() || len > max_bytes || len as u32 != entry.stat.size {
             return None;
         }
-        let mut data = Vec::with_capacity(len as usize);
-        (&mut file).take(len + 1).read_to_end(&mut data).ok()?;
-        (data.len() as u64 == len && is_blob(&data, &id)).then_some(data)
+        // Exactly `len` bytes: if the file grew meanwhile and still hashes to `id`, these bytes
+        // are the blob all the same.
+        let mut data = vec![0; len as usize];
+        file.read_exact(&mut data).ok()?;
+        is_blob(&data, &id).then_some(data)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -292,7 +294,7 @@ mod tests {
         let (_dir, repo, a, _) = repo();
         let blobs = source(&repo);
         let (data, origin) = blobs.read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((&*data, origin), (&b"alpha\n"[..], Origin::Worktree));
+        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Worktree));
         let (_, origin) = blobs.read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
         assert_eq!(origin, Origin::Cache);
         // Over the size limit: not read.
@@ -306,10 +308,10 @@ mod tests {
         // Same size, other bytes: the index still records the old size (and the old stat).
         std::fs::write(root.join("src/a.txt"), "omega\n").unwrap();
         let (data, origin) = source(&repo).read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((&*data, origin), (&b"alpha\n"[..], Origin::Objects));
+        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Objects));
         // Another path's blob id at this path: not the file that is there.
         let (data, origin) = source(&repo).read(&repo, "src/a.txt", b, 1 << 20).unwrap().unwrap();
-        assert_eq!((&*data, origin), (&b"beta\n"[..], Origin::Objects));
+        assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
     }
 
     #[test]
@@ -323,7 +325,7 @@ mod tests {
         std::fs::rename(root.join("src"), root.join("moved")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
         let (data, origin) = source(&repo).read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((&*data, origin), (&b"alpha\n"[..], Origin::Objects));
+        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Objects));
         // A FIFO where a file was: not opened for reading (which would wait for a writer).
         std::fs::remove_file(root.join("src")).unwrap();
         std::fs::rename(root.join("moved"), root.join("src")).unwrap();
@@ -331,13 +333,13 @@ mod tests {
         let made = std::process::Command::new("mkfifo").arg(root.join("src/b.txt")).status();
         assert!(made.expect("mkfifo").success());
         let (data, origin) = source(&repo).read(&repo, "src/b.txt", b, 1 << 20).unwrap().unwrap();
-        assert_eq!((&*data, origin), (&b"beta\n"[..], Origin::Objects));
+        assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
     }
 
     #[test]
     fn the_cache_keeps_at_most_its_bytes_oldest_out() {
         let mut cache = Cache::default();
-        let big = |n: u8| Arc::<[u8]>::from(vec![n; CACHE_BYTES / 2]);
+        let big = |n: u8| Arc::new(vec![n; CACHE_BYTES / 2]);
         let ids: Vec<ObjectId> = (1..=3u8)
             .map(|n| ObjectId::from_bytes_or_panic(&[n; 20]))
             .collect();

@@ -362,12 +362,12 @@ fn read_candidate(
     blobs: &super::blobs::BlobSource,
     git: &gix::Repository,
     candidate: &Candidate,
-) -> Result<Option<std::sync::Arc<[u8]>>, GatewayError> {
+) -> Result<Option<std::sync::Arc<Vec<u8>>>, GatewayError> {
     match &candidate.source {
         Source::Blob(id) => Ok(blobs
             .read(git, &candidate.path, *id, MAX_FILE_BYTES)?
             .map(|(data, _)| data)),
-        Source::File(path) => Ok(read_file_capped(path).map(std::sync::Arc::from)),
+        Source::File(path) => Ok(read_file_capped(path).map(std::sync::Arc::new)),
     }
 }
 
