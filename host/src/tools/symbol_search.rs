@@ -1,6 +1,8 @@
-//! `symbol_search`: definitions and references by name (exact, prefix or fuzzy), from the
-//! grammar crates' bundled tree-sitter tag queries for Rust, Python, JavaScript, TypeScript
-//! (and TSX), Go and Java ([`languages`]), at a revision or in the work tree.
+//! `symbol_search`: definitions and references by name (exact, prefix or fuzzy), as the
+//! grammar crates' bundled tree-sitter tag queries find them for Rust, Python, JavaScript,
+//! TypeScript (and TSX), Go and Java ([`languages`]: one parse per file and one walk over its
+//! tree that transcribes the queries, checked against them by its tests), at a revision or in
+//! the work tree.
 //!
 //! **Index.** Tags are kept per blob id in a persistent [`SymbolIndex`] ([`index`]): a second
 //! query parses nothing, and after a commit only the changed blobs are parsed. The daemon opens
@@ -62,6 +64,7 @@
 pub mod index;
 pub mod languages;
 pub mod macros;
+mod tags;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -410,8 +413,8 @@ fn snapshot_tags(
                 Box::new(move |entry: &FileEntry| match contents.get(&entry.oid) {
                     Some(bytes) => Some(bytes.clone()),
                     // Known by its stamp but not in the index (evicted from memory, or left
-                    // unindexed by a prefilter): read it again, and only if it still has that
-                    // content.
+                    // unindexed by a prefilter), or not kept (over `MAX_KEPT_CONTENTS`): read
+                    // it again, and only if it still has that content.
                     None => std::fs::read(root.join(&*entry.path)).ok().filter(|bytes| {
                         gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
                             .is_ok_and(|oid| oid == entry.oid)
@@ -743,9 +746,15 @@ fn files_at_commit(
 /// File contents by blob id.
 type Contents = HashMap<gix::ObjectId, Vec<u8>>;
 
+/// The most bytes of work tree files [`files_in_worktree`] keeps from hashing them for parsing
+/// (the others are read again, and hashed again, if they need parsing), so a first index of a
+/// large work tree does not hold every file at once.
+const MAX_KEPT_CONTENTS: usize = 64 * 1024 * 1024;
+
 /// The supported, wanted files under the work tree not ignored by git's ignore files (`.git`
 /// excluded, links not followed, not over [`MAX_FILE_BYTES`]), by path, keyed by the blob id
-/// of their content; and the contents read, by id, for parsing the ones not yet indexed. A file
+/// of their content; and contents read, by id, for parsing the ones not yet indexed (at most
+/// [`MAX_KEPT_CONTENTS`] bytes in all; the loader reads the others again). A file
 /// whose stamp (size, modification time, inode) is unchanged since `index` last hashed it is not
 /// read again.
 fn files_in_worktree(
@@ -758,6 +767,7 @@ fn files_in_worktree(
     index.load_stamps(root);
     let mut files = Vec::new();
     let mut contents = HashMap::new();
+    let mut kept = 0;
     for (rel, entry) in super::path::worktree_entries(root) {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
@@ -794,7 +804,10 @@ fn files_in_worktree(
             index.remember_id(entry.path().to_owned(), stamp, oid);
         }
         file.oid = oid;
-        contents.insert(oid, bytes);
+        if kept + bytes.len() <= MAX_KEPT_CONTENTS {
+            kept += bytes.len();
+            contents.insert(oid, bytes);
+        }
         files.push(file);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -11,9 +11,12 @@
 //!
 //! **Tables.** `symbol_tags_v*`: blob key -> postcard-encoded [`FileTags`].
 //! `symbol_blobs_v*`: blob key -> tag count, the set of indexed blobs (small, so asking whether
-//! a blob is indexed does not read its tags). `symbol_names_v*`, a multimap: ([`fold`]ed name,
-//! name) -> the keys of the blobs with a tag of that name. The three are written in one
-//! transaction per lookup, so a blob is in all or none. `symbol_stamps_v*`: absolute path of a
+//! a blob is indexed does not read its tags). `symbol_names_v*`: ([`fold`]ed name, name, batch)
+//! -> the keys of the blobs of that write batch with a tag of that name: one entry per name and
+//! batch rather than per name and blob, so a batch adds one entry per distinct name (a
+//! multimap entry per blob made a first index of 120,000 files rewrite most of the table at
+//! each batch). The three are written together, in one transaction per batch of parsed blobs
+//! ([`WRITE_BATCH_FILES`]), so a blob is in all or none. `symbol_stamps_v*`: absolute path of a
 //! work tree file -> its [`Stamp`] and blob id. `symbol_trees_v*`: a commit's root tree id ->
 //! its supported files (path, blob id), so a new process does not traverse the tree (at most
 //! [`MAX_STORED_TREES`]).
@@ -40,18 +43,17 @@
 //! tags, [`MAX_CACHED_TREES`] trees or [`MAX_CACHED_STAMPS`] files; the stamps table is
 //! emptied when it would hold more than [`MAX_CACHED_STAMPS`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use redb::{
-    ConcurrencyMode, Database, MultimapTableDefinition, MultimapTableHandle, ReadableDatabase,
-    ReadableMultimapTable, ReadableTableMetadata, TableDefinition, TableHandle,
+    ConcurrencyMode, Database, MultimapTableHandle, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, TableDefinition, TableHandle,
 };
-use tree_sitter_tags::TagsContext;
 
-use super::languages::{FileTags, INDEX_VERSION, Lang, extract};
+use super::languages::{Extractor, FileTags, INDEX_VERSION, Lang, extract};
 use crate::error::{GatewayError, codes};
 
 /// File name of the index in the state dir.
@@ -68,6 +70,12 @@ pub const MAX_CACHED_STAMPS: usize = 1_000_000;
 /// A file modified this recently is not trusted by its stamp (it may change again within the
 /// file system's timestamp granularity: git's "racy" files).
 const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+/// Parsed tags are stored in one write transaction per this many files (see
+/// [`SymbolIndex::lookup`]): each commit syncs the file, and what waits (two batches at most)
+/// is in memory.
+pub const WRITE_BATCH_FILES: usize = 4096;
+/// ... or per this many bytes of encoded tags, whichever comes first.
+pub const WRITE_BATCH_BYTES: usize = 32 * 1024 * 1024;
 /// Page cache of the redb file.
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// Table prefixes; the full names end with the index version. Tags: blob key -> postcard
@@ -84,8 +92,9 @@ const STAMPS_PREFIX: &str = "symbol_stamps_v";
 /// new process does not traverse the tree again.
 const TREES_PREFIX: &str = "symbol_trees_v";
 
-/// The names table: (folded name, name) -> blob keys.
-type NamesTable<'a> = MultimapTableDefinition<'a, (&'static str, &'static str), &'static [u8]>;
+/// The names table: (folded name, name, batch) -> the blob keys of that batch holding the name
+/// (see [`postings`]).
+type NamesTable<'a> = TableDefinition<'a, (&'static str, &'static str, u64), &'static [u8]>;
 
 /// The current (tags, names, blobs) table names.
 fn table_names() -> (String, String, String) {
@@ -119,7 +128,7 @@ fn builder() -> redb::Builder {
 fn ready(db: &impl ReadableDatabase) -> Result<bool, redb::Error> {
     let txn = db.begin_read()?;
     let (tags, names, blobs) = table_names();
-    let single = [tags, blobs, stamps_table(), trees_table()];
+    let single = [tags, names, blobs, stamps_table(), trees_table()];
     let mut current = 0;
     for table in txn.list_tables()? {
         if single.iter().any(|name| table.name() == name) {
@@ -128,14 +137,13 @@ fn ready(db: &impl ReadableDatabase) -> Result<bool, redb::Error> {
             return Ok(false);
         }
     }
+    // The names table of versions before 4 was a multimap.
     for table in txn.list_multimap_tables()? {
-        if table.name() == names {
-            current += 1;
-        } else if is_ours(table.name()) {
+        if is_ours(table.name()) {
             return Ok(false);
         }
     }
-    Ok(current == single.len() + 1)
+    Ok(current == single.len())
 }
 
 /// The index file: read through a read-only handle when it was ready at open (a writable
@@ -203,6 +211,22 @@ pub(crate) struct Wanted<'a> {
     pub scan: NameScan,
     /// Whether a name (among those `scan` visits) is wanted.
     pub accepts: &'a mut dyn FnMut(&str) -> bool,
+}
+
+impl Wanted<'_> {
+    /// Whether a blob with these tags holds a name this lookup wants: one that the names table
+    /// lists for it (see [`file_names`]), that [`Wanted::scan`] visits and that
+    /// [`Wanted::accepts`]; what reading the table would find, for tags just parsed.
+    fn wants(&mut self, file_tags: &FileTags) -> bool {
+        let accepts = &mut *self.accepts;
+        let visits = |name: &str| match &self.scan {
+            NameScan::Nothing => false,
+            NameScan::Exact(wanted) => name == wanted,
+            NameScan::FoldedPrefix(prefix) => fold(name).starts_with(prefix.as_str()),
+            NameScan::All => true,
+        };
+        file_names(file_tags).any(|name| visits(name) && accepts(name))
+    }
 }
 
 /// The part of the names table a [`Wanted`] visits.
@@ -283,7 +307,8 @@ impl IndexMode {
 #[derive(Debug)]
 pub struct Lookup {
     /// The tags of each entry asked for, in order; empty for an unindexed entry, and for an
-    /// indexed one read from the file that holds no name the lookup's [`Wanted`] accepts.
+    /// indexed one (read from the file or just parsed) that holds no name the lookup's
+    /// [`Wanted`] accepts.
     pub tags: Vec<Arc<FileTags>>,
     /// Distinct blobs parsed by this call (not found in memory or in the file).
     pub parsed: usize,
@@ -440,7 +465,7 @@ impl SymbolIndex {
             let txn = db.begin_write()?;
             let (tags, names, blobs) = table_names();
             let (stamps, trees) = (stamps_table(), trees_table());
-            let single = [&tags, &blobs, &stamps, &trees];
+            let single = [&tags, &names, &blobs, &stamps, &trees];
             let stale: Vec<_> = txn
                 .list_tables()?
                 .filter(|t| is_ours(t.name()) && !single.iter().any(|name| t.name() == *name))
@@ -450,7 +475,7 @@ impl SymbolIndex {
             }
             let stale: Vec<_> = txn
                 .list_multimap_tables()?
-                .filter(|t| is_ours(t.name()) && t.name() != names)
+                .filter(|t| is_ours(t.name()))
                 .collect();
             for table in stale {
                 txn.delete_multimap_table(table)?;
@@ -459,7 +484,7 @@ impl SymbolIndex {
             txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs))?;
             txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&stamps))?;
             txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&trees))?;
-            txn.open_multimap_table(NamesTable::new(&names))?;
+            txn.open_table(NamesTable::new(&names))?;
             txn.commit()?;
             Ok(())
         };
@@ -708,19 +733,24 @@ impl SymbolIndex {
     /// [`MAX_FILE_BYTES`](super::languages::MAX_FILE_BYTES): indexed as no symbols). With a
     /// `filter`, a file not yet indexed is parsed only when the filter accepts its bytes; the
     /// others stay unindexed (their tags unknown: not stored, empty in the answer, counted in
-    /// [`Lookup::unindexed`]). With `wanted`, the tags read from the file are only those of
-    /// blobs holding a wanted name (the names table), the other indexed entries answering no
-    /// tags (and not cached as such); without, every indexed entry's tags are decoded. Tags in
-    /// memory and tags parsed by this call are answered whole. Reading, filtering and parsing
-    /// run on up to `available_parallelism` threads; what was parsed is written in one
-    /// transaction. A failure to read or write the file only costs speed (tags are parsed, or
-    /// not stored), never the answer.
+    /// [`Lookup::unindexed`]). With `wanted`, only the tags of blobs holding a wanted name
+    /// (a tag's name, or an identifier of a macro invocation not indexed) are answered, read
+    /// from the file through the names table or kept from parsing; the other indexed entries
+    /// answer no tags (and are not cached as such). Without, every entry's tags are answered.
+    /// Tags in memory are answered whole; the tags answered are cached in memory. A
+    /// memory-only index answers and caches every blob it parses (its cache is the index).
+    ///
+    /// Reading, filtering, parsing and encoding run on up to `available_parallelism` threads
+    /// while another stores what they parsed, in one write transaction per
+    /// [`WRITE_BATCH_FILES`] files (or [`WRITE_BATCH_BYTES`] of encoded tags), so the tags of a
+    /// whole snapshot are never in memory at once unless answered. A failure to read or write the file only
+    /// costs speed (tags are parsed, or not stored), never the answer.
     pub(crate) fn lookup<'a, F>(
         &self,
         entries: &[FileEntry],
         loader: &F,
         filter: Option<&Filter<'_>>,
-        wanted: Option<Wanted<'_>>,
+        mut wanted: Option<Wanted<'_>>,
     ) -> Lookup
     where
         F: Fn() -> Loader<'a> + Sync,
@@ -732,11 +762,11 @@ impl SymbolIndex {
                 .map(|e| blobs.map.get(&e.key()).cloned())
                 .collect()
         };
-        let mut from_file: Vec<(Key, Arc<FileTags>)> = Vec::new();
+        let mut new_entries: Vec<(Key, Arc<FileTags>)> = Vec::new();
         if let Some(db) = &self.db
             && tags.iter().any(Option::is_none)
         {
-            let _ = read_file(db, entries, &mut tags, &mut from_file, wanted);
+            let _ = read_file(db, entries, &mut tags, &mut new_entries, wanted.as_mut());
         }
         // Each distinct key once (the same content may sit at several paths); `first_of` maps
         // a key to its position in `missing`, set by its first entry only.
@@ -753,23 +783,63 @@ impl SymbolIndex {
                 missing.push(i);
             }
         }
-        let results = parse_all(entries, &missing, loader, filter);
-        let parsed_count = results.iter().filter(|r| r.is_some()).count();
-        if let Some(db) = &self.db
-            && parsed_count > 0
-        {
-            let _ = write_file(db, entries, &missing, &results);
-        }
-        let parsed: Vec<Option<Arc<FileTags>>> = results
-            .into_iter()
-            .map(|r| r.map(|(t, _)| Arc::new(t)))
-            .collect();
-        let mut new_entries = from_file;
-        for (&i, file_tags) in missing.iter().zip(&parsed) {
-            if let Some(file_tags) = file_tags {
-                new_entries.push((entries[i].key(), file_tags.clone()));
+        // What parsing found, by position in `missing`: `None` when the filter refused the
+        // file, the tags when answered, an empty set when not wanted.
+        let mut parsed: Vec<Option<Arc<FileTags>>> = vec![None; missing.len()];
+        let mut parsed_count = 0;
+        let empty = Arc::new(FileTags::default());
+        std::thread::scope(|scope| {
+            // Batches go to a writer thread (one fills while another is written), so the
+            // parsing threads do not wait for the file.
+            let writer = self.db.as_ref().map(|db| {
+                let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Encoded>>(0);
+                let handle = scope.spawn(move || {
+                    let mut ok = true;
+                    for files in receiver {
+                        // After a failed write nothing more is written (it only costs speed).
+                        ok = ok && write_file(db, &files).is_ok();
+                    }
+                });
+                (sender, handle)
+            });
+            let mut batch: Vec<Encoded> = Vec::new();
+            let mut batch_bytes = 0;
+            let encode = writer.is_some();
+            parse_all(
+                entries,
+                &missing,
+                loader,
+                filter,
+                encode,
+                &mut |at, file_tags, encoded| {
+                    parsed_count += 1;
+                    if let (Some((sender, _)), Some(encoded)) = (&writer, encoded) {
+                        batch_bytes += encoded.value.len();
+                        batch.push(encoded);
+                        if batch.len() >= WRITE_BATCH_FILES || batch_bytes >= WRITE_BATCH_BYTES {
+                            let _ = sender.send(std::mem::take(&mut batch));
+                            batch_bytes = 0;
+                        }
+                    }
+                    // A memory-only index keeps every blob it parsed: its cache is the index.
+                    let answered = !encode || wanted.as_mut().is_none_or(|w| w.wants(&file_tags));
+                    parsed[at] = Some(if answered {
+                        let file_tags = Arc::new(file_tags);
+                        new_entries.push((entries[missing[at]].key(), file_tags.clone()));
+                        file_tags
+                    } else {
+                        empty.clone()
+                    });
+                },
+            );
+            if let Some((sender, handle)) = writer {
+                if !batch.is_empty() {
+                    let _ = sender.send(batch);
+                }
+                drop(sender);
+                let _ = handle.join();
             }
-        }
+        });
         for (entry, slot) in entries.iter().zip(tags.iter_mut()) {
             if slot.is_none()
                 && let Some(&at) = first_of.get(&entry.key())
@@ -807,7 +877,7 @@ fn read_file(
     entries: &[FileEntry],
     tags: &mut [Option<Arc<FileTags>>],
     found: &mut Vec<(Key, Arc<FileTags>)>,
-    wanted: Option<Wanted<'_>>,
+    wanted: Option<&mut Wanted<'_>>,
 ) -> Result<(), redb::Error> {
     let txn = db.begin_read()?;
     let (tags_name, names_name, blobs_name) = table_names();
@@ -846,7 +916,7 @@ fn read_file(
         return Ok(());
     };
     let blobs = txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs_name))?;
-    let names = txn.open_multimap_table(NamesTable::new(&names_name))?;
+    let names = txn.open_table(NamesTable::new(&names_name))?;
     let candidates = candidates(&names, wanted)?;
     let empty = Arc::new(FileTags::default());
     for (slot, entry) in tags.iter_mut().zip(entries) {
@@ -878,41 +948,48 @@ fn read_file(
 
 /// The blob keys (as stored) of the names `wanted` visits and accepts.
 fn candidates(
-    names: &redb::ReadOnlyMultimapTable<(&'static str, &'static str), &'static [u8]>,
-    wanted: Wanted<'_>,
+    names: &redb::ReadOnlyTable<(&'static str, &'static str, u64), &'static [u8]>,
+    wanted: &mut Wanted<'_>,
 ) -> Result<HashSet<Vec<u8>>, redb::Error> {
     let mut out = HashSet::new();
-    let mut add = |values: redb::MultimapValue<'_, &'static [u8]>| -> Result<(), redb::Error> {
-        for value in values {
-            out.insert(value?.value().to_vec());
+    let mut add = |value: &[u8]| {
+        for key in postings(value) {
+            out.insert(key.to_vec());
         }
-        Ok(())
     };
-    let accepts = wanted.accepts;
-    match wanted.scan {
+    let accepts = &mut *wanted.accepts;
+    match &wanted.scan {
         NameScan::Nothing => {}
         NameScan::Exact(name) => {
-            if accepts(&name) {
-                add(names.get((fold(&name).as_str(), name.as_str()))?)?;
+            if accepts(name) {
+                let folded = fold(name);
+                let range = (folded.as_str(), name.as_str(), 0)
+                    ..=(folded.as_str(), name.as_str(), u64::MAX);
+                for item in names.range(range)? {
+                    add(item?.1.value());
+                }
             }
         }
         NameScan::FoldedPrefix(prefix) => {
-            for item in names.range((prefix.as_str(), "")..)? {
-                let (key, values) = item?;
-                let (folded, name) = key.value();
+            // A name's entries (one per batch) follow each other: ask `accepts` once per name.
+            let mut last: Option<(String, bool)> = None;
+            for item in names.range((prefix.as_str(), "", 0)..)? {
+                let (key, value) = item?;
+                let (folded, name, _) = key.value();
                 if !folded.starts_with(prefix.as_str()) {
                     break;
                 }
-                if accepts(name) {
-                    add(values)?;
+                if accepted(&mut last, name, &mut *accepts) {
+                    add(value.value());
                 }
             }
         }
         NameScan::All => {
+            let mut last: Option<(String, bool)> = None;
             for item in names.iter()? {
-                let (key, values) = item?;
-                if accepts(key.value().1) {
-                    add(values)?;
+                let (key, value) = item?;
+                if accepted(&mut last, key.value().1, &mut *accepts) {
+                    add(value.value());
                 }
             }
         }
@@ -920,122 +997,203 @@ fn candidates(
     Ok(out)
 }
 
-/// One file's tags and their encoding; `None` when the filter refused its bytes.
-type Parsed = Option<(FileTags, Vec<u8>)>;
+/// `accepts(name)`, remembered for the last name asked (`last`), since a name's entries follow
+/// each other in the names table.
+fn accepted(
+    last: &mut Option<(String, bool)>,
+    name: &str,
+    accepts: &mut dyn FnMut(&str) -> bool,
+) -> bool {
+    match last {
+        Some((known, answer)) if known == name => *answer,
+        _ => {
+            let answer = accepts(name);
+            *last = Some((name.to_owned(), answer));
+            answer
+        }
+    }
+}
+
+/// The blob keys of a names table value: each key's length (one byte), then its bytes.
+fn postings(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = value;
+    std::iter::from_fn(move || {
+        let (&len, tail) = rest.split_first()?;
+        let (key, tail) = tail.split_at_checked(usize::from(len))?;
+        rest = tail;
+        Some(key)
+    })
+}
+
+/// One parsed blob as stored: its key, its encoded tags, their count, and its distinct names
+/// with their [`fold`] (see [`file_names`]).
+struct Encoded {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    count: u32,
+    names: Vec<(String, String)>,
+}
+
+impl Encoded {
+    /// `None` when the tags cannot be encoded (they are then not stored).
+    fn new(key: Key, file_tags: &FileTags) -> Option<Encoded> {
+        let value = postcard::to_allocvec(file_tags).ok()?;
+        let distinct: BTreeSet<&str> = file_names(file_tags).collect();
+        Some(Encoded {
+            key: key.bytes(),
+            value,
+            count: u32::try_from(file_tags.tags.len()).unwrap_or(u32::MAX),
+            names: distinct
+                .into_iter()
+                .map(|name| (fold(name), name.to_owned()))
+                .collect(),
+        })
+    }
+}
+
+/// What a parsing thread hands over: the file's position in `missing`, and its tags (with
+/// their encoding when asked), or `None` when the filter refused the file.
+type Parsed = (usize, Option<(FileTags, Option<Encoded>)>);
 
 /// Parse `entries[missing[..]]` (those `filter` accepts, all without one) on up to
-/// `available_parallelism` threads; answers each file's tags and their encoding, in the order
-/// of `missing`.
+/// `available_parallelism` threads, encoding each file's tags for the index file when
+/// `encode`, and give them to `sink` on this thread with the file's position in `missing`, in
+/// no particular order. Files the filter refuses are not given. At most a few hundred parsed
+/// files wait for `sink` at a time (a bounded channel), so memory does not grow with the
+/// number of files.
 fn parse_all<'a, F>(
     entries: &[FileEntry],
     missing: &[usize],
     loader: &F,
     filter: Option<&Filter<'_>>,
-) -> Vec<Parsed>
-where
+    encode: bool,
+    sink: &mut dyn FnMut(usize, FileTags, Option<Encoded>),
+) where
     F: Fn() -> Loader<'a> + Sync,
 {
     if missing.is_empty() {
-        return Vec::new();
+        return;
     }
-    let one = |load: &mut Loader<'a>, context: &mut TagsContext, entry: &FileEntry| -> Parsed {
+    let one = |load: &mut Loader<'a>, extractor: &mut Extractor, at: usize| -> Parsed {
+        let entry = &entries[missing[at]];
         let file_tags = match load(entry) {
-            Some(bytes) if filter.is_some_and(|f| !f(&bytes)) => return None,
-            Some(bytes) => extract(context, entry.lang, &bytes),
+            Some(bytes) if filter.is_some_and(|f| !f(&bytes)) => return (at, None),
+            Some(bytes) => extract(extractor, entry.lang, &bytes),
             None => FileTags::default(),
         };
-        let encoded = postcard::to_allocvec(&file_tags).unwrap_or_default();
-        Some((file_tags, encoded))
+        let encoded = if encode {
+            Encoded::new(entry.key(), &file_tags)
+        } else {
+            None
+        };
+        (at, Some((file_tags, encoded)))
     };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(missing.len().div_ceil(4))
         .max(1);
     let next = AtomicUsize::new(0);
-    let work = |_| {
-        let mut load = loader();
-        let mut context = TagsContext::new();
-        let mut done = Vec::new();
-        loop {
-            let at = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&i) = missing.get(at) else { break };
-            done.push((at, one(&mut load, &mut context, &entries[i])));
+    // Which positions were done (given to `sink` or refused), to redo those of a thread that
+    // panicked (a grammar bug).
+    let mut done = vec![false; missing.len()];
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Parsed>(256);
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let sender = sender.clone();
+                let (next, one) = (&next, &one);
+                scope.spawn(move || {
+                    let mut load = loader();
+                    let mut extractor = Extractor::new();
+                    loop {
+                        let at = next.fetch_add(1, Ordering::Relaxed);
+                        if at >= missing.len()
+                            || sender.send(one(&mut load, &mut extractor, at)).is_err()
+                        {
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(sender);
+        for (at, parsed) in receiver {
+            done[at] = true;
+            if let Some((file_tags, encoded)) = parsed {
+                sink(at, file_tags, encoded);
+            }
         }
-        done
-    };
-    let mut results: Vec<(usize, Parsed)> = if threads == 1 {
-        work(0)
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|t| scope.spawn(move || work(t))).collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        })
-    };
-    results.sort_by_key(|r| r.0);
-    // A thread that panicked (a grammar bug) left its files out: parse them here, once more.
-    let mut out = Vec::with_capacity(missing.len());
-    let mut results = results.into_iter().peekable();
+        for handle in handles {
+            let _ = handle.join();
+        }
+    });
+    // A thread that panicked left its file out: parse what is left here, once more.
     let mut load = None;
-    let mut context = None;
-    for (at, &i) in missing.iter().enumerate() {
-        if results.peek().is_some_and(|r| r.0 == at) {
-            let (_, parsed) = results.next().expect("peeked");
-            out.push(parsed);
+    let mut extractor = None;
+    for at in 0..missing.len() {
+        if done[at] {
             continue;
         }
         let load = load.get_or_insert_with(loader);
-        let context = context.get_or_insert_with(TagsContext::new);
-        out.push(one(load, context, &entries[i]));
+        let extractor = extractor.get_or_insert_with(Extractor::new);
+        if let (_, Some((file_tags, encoded))) = one(load, extractor, at) {
+            sink(at, file_tags, encoded);
+        }
     }
-    out
 }
 
-/// Store parsed tags in one write transaction: each blob's tags, its entry in the blobs table
-/// and each of its distinct names in the names table.
-fn write_file(
-    db: &Store,
-    entries: &[FileEntry],
-    missing: &[usize],
-    parsed: &[Parsed],
-) -> Result<(), redb::Error> {
+/// The names a blob's tags make it hold in the names table: its tags' names and the
+/// identifiers of its macro invocations not indexed (with repeats). The identifiers count so
+/// that a lookup finds the blob and can say where a name may hide.
+fn file_names(file_tags: &FileTags) -> impl Iterator<Item = &str> {
+    file_tags.tags.iter().map(|t| t.name.as_str()).chain(
+        file_tags
+            .macros
+            .iter()
+            .flat_map(|m| m.idents.iter().map(String::as_str)),
+    )
+}
+
+/// Store parsed tags in one write transaction: each blob's tags, its entry in the blobs table,
+/// and for each distinct name of the batch one entry of the names table listing the batch's
+/// blobs that hold it. The batch number is the number of blobs indexed before it (read in the
+/// transaction, which redb runs alone): a batch that stores a new blob makes the next number
+/// larger, and when two batches meet on a number (the first stored only blobs another process
+/// had stored) their lists are merged, so no posting is lost.
+fn write_file(db: &Store, files: &[Encoded]) -> Result<(), redb::Error> {
     let Some(db) = db.writer() else {
         return Ok(());
     };
+    // (folded name, name) -> the batch's blob keys holding it, in sorted order so the inserts
+    // walk the names table once.
+    let mut postings: BTreeMap<(&str, &str), Vec<u8>> = BTreeMap::new();
+    for file in files {
+        for (folded, name) in &file.names {
+            let list = postings
+                .entry((folded.as_str(), name.as_str()))
+                .or_default();
+            list.push(u8::try_from(file.key.len()).expect("a blob key is 1 + 20 or 32 bytes"));
+            list.extend_from_slice(&file.key);
+        }
+    }
     let txn = db.begin_write()?;
     {
         let (tags_name, names_name, blobs_name) = table_names();
         let mut table = txn.open_table(TableDefinition::<&[u8], &[u8]>::new(&tags_name))?;
         let mut blobs = txn.open_table(TableDefinition::<&[u8], u32>::new(&blobs_name))?;
-        let mut names = txn.open_multimap_table(NamesTable::new(&names_name))?;
-        for (&i, parsed) in missing.iter().zip(parsed) {
-            let Some((file_tags, encoded)) = parsed else {
-                continue;
-            };
-            if encoded.is_empty() {
-                continue;
-            }
-            let key = entries[i].key().bytes();
-            table.insert(key.as_slice(), encoded.as_slice())?;
-            let count = u32::try_from(file_tags.tags.len()).unwrap_or(u32::MAX);
-            blobs.insert(key.as_slice(), count)?;
-            // The identifiers of macro invocations that were not indexed count as names too,
-            // so a lookup finds the blob and can say where a name may hide.
-            let distinct: BTreeSet<&str> = file_tags
-                .tags
-                .iter()
-                .map(|t| t.name.as_str())
-                .chain(
-                    file_tags
-                        .macros
-                        .iter()
-                        .flat_map(|m| m.idents.iter().map(String::as_str)),
-                )
-                .collect();
-            for name in distinct {
-                names.insert((fold(name).as_str(), name), key.as_slice())?;
+        let mut names = txn.open_table(NamesTable::new(&names_name))?;
+        let batch = blobs.len()?;
+        for file in files {
+            table.insert(file.key.as_slice(), file.value.as_slice())?;
+            blobs.insert(file.key.as_slice(), file.count)?;
+        }
+        for ((folded, name), list) in &postings {
+            let key = (*folded, *name, batch);
+            let merged = names
+                .insert(key, list.as_slice())?
+                .map(|old| [old.value(), list.as_slice()].concat());
+            if let Some(merged) = merged {
+                names.insert(key, merged.as_slice())?;
             }
         }
     }

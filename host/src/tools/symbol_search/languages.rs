@@ -1,20 +1,26 @@
-//! The languages `symbol_search` understands, by file extension, and the extraction of their tags
-//! with the grammar crates' bundled tag queries (`TAGS_QUERY`) run by `tree-sitter-tags`.
+//! The languages `symbol_search` understands, by file extension, and the extraction of their
+//! tags: one parse per file with the grammar crate, then one walk over the tree that finds what
+//! the crate's bundled tag query (`TAGS_QUERY`) finds ([`super::tags`]), instead of running the
+//! query with `tree-sitter-tags` (which the tests still do, to compare).
 //!
 //! TypeScript's bundled query only adds what TypeScript has beyond JavaScript, so the
-//! TypeScript and TSX configurations run JavaScript's query followed by TypeScript's, as the
-//! grammar's own `tree-sitter.json` does. Locals queries are not used: none of the bundled tag
-//! queries filters references by local scope (`#is-not? local`).
+//! TypeScript and TSX rules are JavaScript's followed by TypeScript's, as the grammar's own
+//! `tree-sitter.json` does. Locals queries are not used: none of the bundled tag queries
+//! filters references by local scope (`#is-not? local`).
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use tree_sitter_tags::{TagsConfiguration, TagsContext};
+use tree_sitter::{Parser, Tree};
+
+use super::tags::{self, Grammar};
 
 /// Bump when a grammar crate, a tag query or the stored layout ([`FileTags`]) changes: the
 /// persistent index keeps tags under this version, so older entries are never read again.
-/// Version 3: definitions inside Rust macro invocations and [`FileTags::macros`].
-pub const INDEX_VERSION: u32 = 3;
+/// Version 3: definitions inside Rust macro invocations and [`FileTags::macros`]. Version 4:
+/// the names table lists blobs per batch (one entry per name and batch, not per name and blob).
+pub const INDEX_VERSION: u32 = 4;
 
 /// Files larger than this (bytes) are not parsed; they are indexed as having no symbols.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -97,48 +103,29 @@ impl Lang {
         ALL.iter().position(|l| *l == self).unwrap_or(0)
     }
 
-    /// The compiled tag configuration, built on first use (queries compile in milliseconds,
-    /// and a call only pays for the languages it meets).
-    fn config(self) -> &'static TagsConfiguration {
-        static CONFIGS: [OnceLock<TagsConfiguration>; 7] = [const { OnceLock::new() }; 7];
-        CONFIGS[self.index()].get_or_init(|| {
-            let (language, query) = match self {
-                Lang::Rust => (
-                    tree_sitter_rust::LANGUAGE,
-                    tree_sitter_rust::TAGS_QUERY.into(),
-                ),
-                Lang::Python => (
-                    tree_sitter_python::LANGUAGE,
-                    tree_sitter_python::TAGS_QUERY.into(),
-                ),
-                Lang::JavaScript => (
-                    tree_sitter_javascript::LANGUAGE,
-                    tree_sitter_javascript::TAGS_QUERY.into(),
-                ),
-                Lang::TypeScript => (
-                    tree_sitter_typescript::LANGUAGE_TYPESCRIPT,
-                    typescript_query(),
-                ),
-                Lang::Tsx => (tree_sitter_typescript::LANGUAGE_TSX, typescript_query()),
-                Lang::Go => (tree_sitter_go::LANGUAGE, tree_sitter_go::TAGS_QUERY.into()),
-                Lang::Java => (
-                    tree_sitter_java::LANGUAGE,
-                    tree_sitter_java::TAGS_QUERY.into(),
-                ),
-            };
-            // The queries are constants of the grammar crates, checked by a unit test.
-            TagsConfiguration::new(language.into(), &query, "")
-                .expect("a bundled tags query compiles against its grammar")
+    /// The grammar crate's language.
+    fn language(self) -> tree_sitter::Language {
+        match self {
+            Lang::Rust => tree_sitter_rust::LANGUAGE.into(),
+            Lang::Python => tree_sitter_python::LANGUAGE.into(),
+            Lang::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+            Lang::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            Lang::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
+            Lang::Go => tree_sitter_go::LANGUAGE.into(),
+            Lang::Java => tree_sitter_java::LANGUAGE.into(),
+        }
+    }
+
+    /// The language and its tag rules, built on first use.
+    fn grammar(self) -> &'static (tree_sitter::Language, Grammar) {
+        static GRAMMARS: [OnceLock<(tree_sitter::Language, Grammar)>; 7] =
+            [const { OnceLock::new() }; 7];
+        GRAMMARS[self.index()].get_or_init(|| {
+            let language = self.language();
+            let grammar = Grammar::new(self, &language);
+            (language, grammar)
         })
     }
-}
-
-fn typescript_query() -> String {
-    format!(
-        "{}\n{}",
-        tree_sitter_javascript::TAGS_QUERY,
-        tree_sitter_typescript::TAGS_QUERY
-    )
 }
 
 /// The tags of one file, as stored in the index (postcard-encoded) and cached in memory.
@@ -178,46 +165,72 @@ pub fn is_binary(bytes: &[u8]) -> bool {
     crate::tools::is_binary(bytes)
 }
 
-/// The tags of `source` as `lang`, with `context` reused between files of one thread. Binary
+/// Parses files for [`extract`]: one per thread, reused from file to file (a parser keeps its
+/// allocations, and its language while files of one language follow each other).
+pub struct Extractor {
+    parser: Parser,
+    lang: Option<Lang>,
+}
+
+impl Default for Extractor {
+    fn default() -> Self {
+        Extractor::new()
+    }
+}
+
+impl Extractor {
+    /// A parser with no language yet.
+    pub fn new() -> Extractor {
+        Extractor {
+            parser: Parser::new(),
+            lang: None,
+        }
+    }
+
+    /// The tree of `source` as `lang`; `None` when tree-sitter gives up (it does not without a
+    /// timeout or a cancellation flag, neither of which is set).
+    fn parse(&mut self, lang: Lang, source: &[u8]) -> Option<Tree> {
+        if self.lang != Some(lang) {
+            self.parser.set_language(&lang.grammar().0).ok()?;
+            self.lang = Some(lang);
+        }
+        self.parser.parse(source, None)
+    }
+}
+
+/// The tags of `source` as `lang`, with `extractor` reused between files of one thread. Binary
 /// and oversized sources, and sources tree-sitter gives up on, have no tags. For Rust, the
 /// definitions inside item-level macro invocations are tagged too, and those that cannot be
-/// read are listed in [`FileTags::macros`] ([`super::macros`]).
-pub fn extract(context: &mut TagsContext, lang: Lang, source: &[u8]) -> FileTags {
+/// read are listed in [`FileTags::macros`] ([`super::macros`]). The file is parsed once (and
+/// the masked copies of [`super::macros`] once each), and each tree walked once.
+pub fn extract(extractor: &mut Extractor, lang: Lang, source: &[u8]) -> FileTags {
     let mut out = FileTags::default();
     if source.len() as u64 > MAX_FILE_BYTES || is_binary(source) {
         return out;
     }
-    let config = lang.config();
+    let Some(tree) = extractor.parse(lang, source) else {
+        return out;
+    };
+    let grammar = &lang.grammar().1;
     // Byte offsets of line starts, to find the line a tagged node ends on.
     let mut line_starts = vec![0usize];
     line_starts.extend(memchr_iter(source).map(|i| i + 1));
-    let mut lines_at: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
-    if !tag_into(
-        context,
-        config,
+    let mut lines_at: HashMap<usize, u32> = HashMap::new();
+    let mut file = TagSink {
         source,
-        source,
-        &line_starts,
-        &mut lines_at,
-        &mut out,
-    ) {
-        return out;
-    }
-    if lang == Lang::Rust && has_item_level_macro(source, &line_starts, &out.tags) {
-        let expansion = super::macros::expand(source);
+        line_starts: &line_starts,
+        lines_at: &mut lines_at,
+        out: &mut out,
+    };
+    file.push(grammar, &tree, source);
+    if lang == Lang::Rust && has_item_level_macro(source, &line_starts, &file.out.tags) {
+        // The parser has Rust's language: `extractor.parse` just set it.
+        let expansion = super::macros::expand(&mut extractor.parser, source, &tree);
         if !expansion.masked.is_empty() {
-            for masked in &expansion.masked {
-                tag_into(
-                    context,
-                    config,
-                    masked,
-                    source,
-                    &line_starts,
-                    &mut lines_at,
-                    &mut out,
-                );
+            for (masked, masked_tree) in &expansion.masked {
+                file.push(grammar, masked_tree, masked);
             }
-            out.tags.sort_by_key(|t| (t.line, t.column));
+            file.out.tags.sort_by_key(|t| (t.line, t.column));
         }
         out.macros = expansion.regions;
         out.macros.sort_by_key(|m| m.line);
@@ -263,46 +276,54 @@ fn has_item_level_macro(source: &[u8], line_starts: &[usize], tags: &[TagRecord]
     })
 }
 
-/// Run the tag query on `parsed` (the file, or a masked copy of it with the same offsets) and
-/// append its tags to `out`, their lines' text taken from `source`. `false` when tree-sitter
-/// gave up.
-fn tag_into(
-    context: &mut TagsContext,
-    config: &TagsConfiguration,
-    parsed: &[u8],
-    source: &[u8],
-    line_starts: &[usize],
-    lines_at: &mut std::collections::HashMap<usize, u32>,
-    out: &mut FileTags,
-) -> bool {
-    let Ok((tags, _has_error)) = context.generate_tags(config, parsed, None) else {
-        return false;
-    };
-    let line_of = |byte: usize| line_starts.partition_point(|&s| s <= byte) as u32;
-    for tag in tags.flatten() {
-        let Some(Ok(name)) = source.get(tag.name_range.clone()).map(std::str::from_utf8) else {
-            continue;
-        };
-        let text = *lines_at.entry(tag.line_range.start).or_insert_with(|| {
-            let line = source
-                .get(tag.line_range.clone())
-                .map(|l| String::from_utf8_lossy(l).into_owned())
-                .unwrap_or_default();
-            out.lines.push(line);
-            (out.lines.len() - 1) as u32
-        });
-        let end = tag.range.end.saturating_sub(1).max(tag.range.start);
-        out.tags.push(TagRecord {
-            name: name.to_owned(),
-            kind: config.syntax_type_name(tag.syntax_type_id).to_owned(),
-            definition: tag.is_definition,
-            line: tag.span.start.row as u32 + 1,
-            column: tag.span.start.column as u32 + 1,
-            end_line: line_of(end).max(tag.span.start.row as u32 + 1),
-            text,
-        });
+/// Where the tags of one file go, with what they need of the file.
+struct TagSink<'a> {
+    source: &'a [u8],
+    line_starts: &'a [usize],
+    // The position in `out.lines` of each line text, by the line's first byte.
+    lines_at: &'a mut HashMap<usize, u32>,
+    out: &'a mut FileTags,
+}
+
+impl TagSink<'_> {
+    /// Append the tags of `tree`, parsed from `parsed` (the file, or a masked copy of it with
+    /// the same offsets), their names and lines' text taken from the file.
+    fn push(&mut self, grammar: &Grammar, tree: &Tree, parsed: &[u8]) {
+        let line_of = |byte: usize| self.line_starts.partition_point(|&s| s <= byte) as u32;
+        for tag in tags::tags(grammar, tree, parsed) {
+            let Some(Ok(name)) = self
+                .source
+                .get(tag.name_range.clone())
+                .map(std::str::from_utf8)
+            else {
+                continue;
+            };
+            let lines = &mut self.out.lines;
+            let text = *self
+                .lines_at
+                .entry(tag.line_range.start)
+                .or_insert_with(|| {
+                    let line = self
+                        .source
+                        .get(tag.line_range.clone())
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .unwrap_or_default();
+                    lines.push(line);
+                    (lines.len() - 1) as u32
+                });
+            let end = tag.range.end.saturating_sub(1).max(tag.range.start);
+            let line = tag.start.row as u32 + 1;
+            self.out.tags.push(TagRecord {
+                name: name.to_owned(),
+                kind: tag.kind.to_owned(),
+                definition: tag.definition,
+                line,
+                column: tag.start.column as u32 + 1,
+                end_line: line_of(end).max(line),
+                text,
+            });
+        }
     }
-    true
 }
 
 fn memchr_iter(source: &[u8]) -> impl Iterator<Item = usize> + '_ {
@@ -315,20 +336,115 @@ fn memchr_iter(source: &[u8]) -> impl Iterator<Item = usize> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tree_sitter_tags::{TagsConfiguration, TagsContext};
+
+    /// The bundled query of `lang`, compiled for `tree-sitter-tags` (TypeScript's after
+    /// JavaScript's).
+    fn bundled(lang: Lang) -> TagsConfiguration {
+        let query = match lang {
+            Lang::Rust => tree_sitter_rust::TAGS_QUERY.to_owned(),
+            Lang::Python => tree_sitter_python::TAGS_QUERY.to_owned(),
+            Lang::JavaScript => tree_sitter_javascript::TAGS_QUERY.to_owned(),
+            Lang::TypeScript | Lang::Tsx => format!(
+                "{}\n{}",
+                tree_sitter_javascript::TAGS_QUERY,
+                tree_sitter_typescript::TAGS_QUERY
+            ),
+            Lang::Go => tree_sitter_go::TAGS_QUERY.to_owned(),
+            Lang::Java => tree_sitter_java::TAGS_QUERY.to_owned(),
+        };
+        TagsConfiguration::new(lang.language(), &query, "").expect("the bundled query compiles")
+    }
+
+    /// [`extract`] as it was with `tree-sitter-tags`: the bundled query run on the file and on
+    /// each masked copy of [`super::super::macros`].
+    fn reference(lang: Lang, source: &[u8]) -> FileTags {
+        let config = bundled(lang);
+        let mut context = TagsContext::new();
+        let mut out = FileTags::default();
+        if source.len() as u64 > MAX_FILE_BYTES || is_binary(source) {
+            return out;
+        }
+        let mut line_starts = vec![0usize];
+        line_starts.extend(memchr_iter(source).map(|i| i + 1));
+        let mut lines_at = HashMap::new();
+        let mut tag_into = |parsed: &[u8], out: &mut FileTags| {
+            let line_of = |byte: usize| line_starts.partition_point(|&s| s <= byte) as u32;
+            let (tags, _) = context
+                .generate_tags(&config, parsed, None)
+                .expect("parses");
+            for tag in tags.flatten() {
+                let Some(Ok(name)) = source.get(tag.name_range.clone()).map(std::str::from_utf8)
+                else {
+                    continue;
+                };
+                let text = *lines_at.entry(tag.line_range.start).or_insert_with(|| {
+                    let line = String::from_utf8_lossy(&source[tag.line_range.clone()]);
+                    out.lines.push(line.into_owned());
+                    (out.lines.len() - 1) as u32
+                });
+                let end = tag.range.end.saturating_sub(1).max(tag.range.start);
+                out.tags.push(TagRecord {
+                    name: name.to_owned(),
+                    kind: config.syntax_type_name(tag.syntax_type_id).to_owned(),
+                    definition: tag.is_definition,
+                    line: tag.span.start.row as u32 + 1,
+                    column: tag.span.start.column as u32 + 1,
+                    end_line: line_of(end).max(tag.span.start.row as u32 + 1),
+                    text,
+                });
+            }
+        };
+        tag_into(source, &mut out);
+        if lang == Lang::Rust && has_item_level_macro(source, &line_starts, &out.tags) {
+            let mut parser = Parser::new();
+            parser.set_language(&lang.language()).expect("Rust");
+            let tree = parser.parse(source, None).expect("parses");
+            let expansion = super::super::macros::expand(&mut parser, source, &tree);
+            if !expansion.masked.is_empty() {
+                for (masked, _) in &expansion.masked {
+                    tag_into(masked, &mut out);
+                }
+                out.tags.sort_by_key(|t| (t.line, t.column));
+            }
+            out.macros = expansion.regions;
+            out.macros.sort_by_key(|m| m.line);
+        }
+        out
+    }
+
+    /// The walk's tags of `source` equal the bundled query's, in the same order, with the
+    /// same line texts; and `expect` lists them as `line:column role kind name`.
+    #[track_caller]
+    fn check(lang: Lang, source: &str, expect: &[&str]) {
+        let got = extract(&mut Extractor::new(), lang, source.as_bytes());
+        assert_eq!(
+            got,
+            reference(lang, source.as_bytes()),
+            "{lang:?}: walk and query differ"
+        );
+        let listed: Vec<String> = got
+            .tags
+            .iter()
+            .map(|t| {
+                let role = if t.definition { "def" } else { "ref" };
+                format!("{}:{} {role} {} {}", t.line, t.column, t.kind, t.name)
+            })
+            .collect();
+        assert_eq!(listed, expect, "{lang:?}");
+    }
 
     #[test]
     fn every_bundled_query_compiles() {
         for lang in ALL {
-            let config = lang.config();
-            assert!(config.query.pattern_count() > 0, "{lang:?}");
+            assert!(bundled(lang).query.pattern_count() > 0, "{lang:?}");
         }
     }
 
     #[test]
     fn rust_definition_and_reference() {
-        let mut context = TagsContext::new();
         let source = b"fn alpha() {\n    beta();\n}\n";
-        let tags = extract(&mut context, Lang::Rust, source);
+        let tags = extract(&mut Extractor::new(), Lang::Rust, source);
         let got: Vec<(&str, &str, bool, u32, u32, u32)> = tags
             .tags
             .iter()
@@ -351,5 +467,202 @@ mod tests {
             ]
         );
         assert_eq!(tags.lines, ["fn alpha() {", "beta();"]);
+    }
+
+    #[test]
+    fn rust_patterns() {
+        check(
+            Lang::Rust,
+            "struct S; enum E { A } union U { a: u8 } type T = u8;\n\
+             trait Tr { fn sig(&self); fn provided() {} }\n\
+             impl Tr for S { fn m(&self) { self.go(); free(); mac!(); a::b(); } }\n\
+             impl S {} impl<X> Tr for Vec<X> {} impl Tr for a::B {}\n\
+             mod m { macro_rules! mr { () => {} } }\n\
+             cfg_x! { pub struct Inside; fn f() { g() } }\n\
+             define!(Hidden);\n\
+             fn broken( { x(\n",
+            &[
+                "1:8 def class S",
+                "1:16 def class E",
+                "1:30 def class U",
+                "1:47 def class T",
+                "2:7 def interface Tr",
+                "2:30 def method provided",
+                "3:6 ref implementation Tr",
+                "3:20 def method m",
+                "3:36 ref call go",
+                "3:42 ref call free",
+                "3:50 ref call mac",
+                "4:6 ref implementation S",
+                "4:19 ref implementation Tr",
+                "4:41 ref implementation Tr",
+                "5:5 def module m",
+                "5:22 def macro mr",
+                "6:1 ref call cfg_x",
+                "6:21 def class Inside",
+                "6:32 def function f",
+                "6:38 ref call g",
+                "7:1 ref call define",
+            ],
+        );
+    }
+
+    #[test]
+    fn python_patterns() {
+        check(
+            Lang::Python,
+            "LIMIT = 3\nx, y = 1, 2\nclass A(Base):\n    inner = 1\n    def m(self):\n        \
+             self.run(); helper(); a.b.c()\n\ndef f():\n    local = g()\n",
+            &[
+                "1:1 def constant LIMIT",
+                "3:7 def class A",
+                "5:9 def function m",
+                "6:14 ref call run",
+                "6:21 ref call helper",
+                "6:35 ref call c",
+                "8:5 def function f",
+                "9:13 ref call g",
+            ],
+        );
+    }
+
+    const JS: &str = "// doc\nclass A extends B {\n  constructor() { super(); }\n  \
+        /** m */ m() { this.n(1); }\n  n() {}\n}\nconst C = class D {};\n\
+        function f() {} const g = function h() {}; function* gen() {}\n\
+        let arrow = () => 1; var old = function () {};\nobj.prop = () => {}; free = function () {};\n\
+        const o = { key: () => {}, other: 1 };\nconst r = require('x'); call(); a.b.c`t`;\n\
+        new Thing(); new ns.Other();\nexport default answer = 42;\n";
+
+    #[test]
+    fn javascript_patterns() {
+        check(
+            Lang::JavaScript,
+            JS,
+            &[
+                "2:7 def class A",
+                "4:12 def method m",
+                "4:23 ref call n",
+                "5:3 def method n",
+                "7:17 def class D",
+                "8:10 def function f",
+                "8:23 def function g",
+                "8:36 def function h",
+                "8:54 def function gen",
+                "9:5 def function arrow",
+                "9:26 def function old",
+                "10:5 def function prop",
+                "10:22 def function free",
+                "11:13 def function key",
+                "12:25 ref call call",
+                "12:37 ref call c",
+                "13:5 ref class Thing",
+                "13:18 ref class ns.Other",
+                "14:16 def constant answer",
+            ],
+        );
+    }
+
+    #[test]
+    fn typescript_patterns() {
+        let ts = format!(
+            "{JS}declare function sig(a: Arg): Ret;\ninterface I {{ meth(): void; }}\n\
+             abstract class Abs {{ abstract am(): void; }}\nmodule Mod {{}}\nnamespace Ns {{}}\n\
+             let v: Typed = new Ctor();\n"
+        );
+        for lang in [Lang::TypeScript, Lang::Tsx] {
+            let got = extract(&mut Extractor::new(), lang, ts.as_bytes());
+            assert_eq!(got, reference(lang, ts.as_bytes()), "{lang:?}");
+            assert!(got.tags.len() > 25, "{lang:?}: {:?}", got.tags);
+        }
+        check(
+            Lang::TypeScript,
+            "declare function sig(a: Arg): Ret;\ninterface I { meth(): void; }\n\
+             abstract class Abs { abstract am(): void; }\nmodule Mod {}\n\
+             let v: Typed = new Ctor();\n",
+            &[
+                "1:18 def function sig",
+                "1:25 ref type Arg",
+                "1:31 ref type Ret",
+                "2:11 def interface I",
+                "2:15 def method meth",
+                "3:16 def class Abs",
+                "3:31 def method am",
+                "4:8 def module Mod",
+                "5:8 ref type Typed",
+                "5:20 ref class Ctor",
+            ],
+        );
+    }
+
+    #[test]
+    fn go_patterns() {
+        check(
+            Lang::Go,
+            "package p\n\nimport \"fmt\"\n\n// F does.\nfunc F(a Arg) Ret { fmt.Println(); g(); \
+             (h)(); (x.y)() }\n\nfunc (r *Recv) M() {}\n\ntype S struct{ f Field }\n\
+             type I interface{}\nvar v T\nconst c = 1\n",
+            &[
+                "6:6 def function F",
+                "6:10 ref type Arg",
+                "6:15 ref type Ret",
+                "6:25 ref call Println",
+                "6:36 ref call g",
+                "6:42 ref call h",
+                "6:51 ref call y",
+                "8:10 ref type Recv",
+                "8:16 def method M",
+                "10:6 def type S",
+                "10:18 ref type Field",
+                "11:6 def type I",
+                "12:7 ref type T",
+            ],
+        );
+    }
+
+    #[test]
+    fn java_patterns() {
+        check(
+            Lang::Java,
+            "class A extends B implements C, D {\n  void m() { run(); o.go(1); new E(); \
+             new p.F(); }\n}\ninterface I extends J {}\n",
+            &[
+                "1:7 def class A",
+                "1:17 ref class B",
+                "1:30 ref implementation C",
+                "1:33 ref implementation D",
+                "2:8 def method m",
+                "2:14 ref call run",
+                "2:23 ref call go",
+                "2:34 ref class E",
+                "4:11 def interface I",
+                "4:21 ref implementation J",
+            ],
+        );
+    }
+
+    /// With `SYMBOL_SEARCH_COMPARE_FILES` naming a file that lists source files (one path a
+    /// line), the walk and the bundled queries agree on each of them (the check of issue 19 §3
+    /// on tokio and other corpora; nothing to do without the variable).
+    #[test]
+    fn walk_matches_the_bundled_queries_on_listed_files() {
+        let Ok(list) = std::env::var("SYMBOL_SEARCH_COMPARE_FILES") else {
+            return;
+        };
+        let list = std::fs::read_to_string(&list).expect("the list of files is readable");
+        let mut extractor = Extractor::new();
+        let (mut files, mut tags) = (0, 0);
+        for path in list.lines() {
+            let Some(lang) = Lang::from_path(path) else {
+                continue;
+            };
+            let Ok(source) = std::fs::read(path) else {
+                continue;
+            };
+            let got = extract(&mut extractor, lang, &source);
+            assert_eq!(got, reference(lang, &source), "{path}");
+            files += 1;
+            tags += got.tags.len();
+        }
+        eprintln!("the walk and the bundled queries agree on {files} files, {tags} tags");
     }
 }

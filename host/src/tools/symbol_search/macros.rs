@@ -1,12 +1,13 @@
 //! Definitions inside Rust macro invocations (issue 12 §5): tokio's `cfg_rt! { pub struct
 //! JoinHandle<T> { … } }` defines `JoinHandle`, but to tree-sitter the braces hold a token tree,
-//! not items, so the bundled tag query sees nothing there.
+//! not items, so the bundled tag query (and the walk that stands for it) sees nothing there.
 //!
 //! **What is indexed.** An *item-level* macro invocation (directly in a file, a `mod`, an `impl`
 //! or a `trait` body; not inside a function) whose token tree is `{ … }` is read again as Rust
 //! items: a copy of the file in which every byte outside the braces' contents is a space
 //! (newlines kept) is parsed and tagged, so lines and columns are the file's own and the tag
-//! query is the same one. Several invocations of one nesting level share one such copy; item-level
+//! rules are the same ones. The file's own tree is reused to find the invocations, and each
+//! copy is parsed once (its tree is both searched for nested invocations and tagged). Several invocations of one nesting level share one such copy; item-level
 //! invocations found inside them are read the same way, down to [`MAX_DEPTH`] levels.
 //!
 //! **What is not.** An item-level invocation with `( … )` or `[ … ]` (`define_handle!(Foo);`,
@@ -19,7 +20,7 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
-use tree_sitter::{Node, Parser};
+use tree_sitter::{Node, Parser, Tree};
 
 /// How many levels of item-level macro invocations inside each other are read.
 pub const MAX_DEPTH: usize = 4;
@@ -53,26 +54,18 @@ struct Body {
 }
 
 /// What [`expand`] found: the masked sources to tag (each the size of the file, blank outside
-/// the bodies of one nesting level), and the regions not indexed.
+/// the bodies of one nesting level) with their trees, and the regions not indexed.
 pub struct Expansion {
-    /// Copies of the file to run the tag query on.
-    pub masked: Vec<Vec<u8>>,
+    /// Copies of the file to tag, each with its tree.
+    pub masked: Vec<(Vec<u8>, Tree)>,
     /// Item-level invocations not indexed.
     pub regions: Vec<MacroRegion>,
 }
 
-/// The Rust grammar.
-fn parser() -> Option<Parser> {
-    let mut parser = Parser::new();
-    parser
-        .set_language(&tree_sitter_rust::LANGUAGE.into())
-        .ok()?;
-    Some(parser)
-}
-
-/// Find the item-level macro invocations of `source` (a Rust file) and prepare their bodies
-/// for tagging (see the module docs). Cheap when the file has none: one parse.
-pub fn expand(source: &[u8]) -> Expansion {
+/// Find the item-level macro invocations of `source` (a Rust file, whose tree is `tree`) and
+/// parse their bodies as items (see the module docs) with `parser`, which must have Rust's
+/// language. Cheap when the file has none: a walk over the top of the tree.
+pub fn expand(parser: &mut Parser, source: &[u8], tree: &Tree) -> Expansion {
     let mut out = Expansion {
         masked: Vec::new(),
         regions: Vec::new(),
@@ -81,12 +74,6 @@ pub fn expand(source: &[u8]) -> Expansion {
     if !source.contains(&b'!') {
         return out;
     }
-    let Some(mut parser) = parser() else {
-        return out;
-    };
-    let Some(tree) = parser.parse(source, None) else {
-        return out;
-    };
     let mut bodies = Vec::new();
     item_macros(
         source,
@@ -101,7 +88,7 @@ pub fn expand(source: &[u8]) -> Expansion {
         }
         if depth == MAX_DEPTH {
             for body in bodies.drain(..) {
-                out.regions.push(region(source, &tree, &body, "too_deep"));
+                out.regions.push(region(source, tree, &body, "too_deep"));
             }
             break;
         }
@@ -112,7 +99,7 @@ pub fn expand(source: &[u8]) -> Expansion {
         let mut next = Vec::new();
         for body in &bodies {
             if has_error_in(masked_tree.root_node(), &body.inner) {
-                out.regions.push(region(source, &tree, body, "not_items"));
+                out.regions.push(region(source, tree, body, "not_items"));
             }
             item_macros(
                 &masked,
@@ -122,13 +109,13 @@ pub fn expand(source: &[u8]) -> Expansion {
                 &mut out.regions,
             );
         }
-        out.masked.push(masked);
+        out.masked.push((masked, masked_tree));
         bodies = next;
     }
     out
 }
 
-fn region(source: &[u8], tree: &tree_sitter::Tree, body: &Body, reason: &str) -> MacroRegion {
+fn region(source: &[u8], tree: &Tree, body: &Body, reason: &str) -> MacroRegion {
     MacroRegion {
         name: body.name.clone(),
         line: line_of(source, body.whole.start),
@@ -248,7 +235,7 @@ fn invocation(
 }
 
 /// The distinct identifiers of the token trees inside `range` of `tree`.
-fn idents_in(source: &[u8], tree: &tree_sitter::Tree, range: &Range<usize>) -> Vec<String> {
+fn idents_in(source: &[u8], tree: &Tree, range: &Range<usize>) -> Vec<String> {
     let mut out = BTreeSet::new();
     if let Some(node) = tree
         .root_node()
