@@ -1,6 +1,9 @@
 //! `code_search`: lines matching a literal or a regular expression, with ripgrep's
-//! `grep-regex`/`grep-searcher` crates, at a revision (every blob of the commit's tree) or in the
-//! work tree (the `ignore` crate: `.gitignore` honoured, symbolic links not followed).
+//! `grep-regex`/`grep-searcher` crates, at a revision (every blob of the commit's tree, read
+//! through [`BlobSource`](super::blobs::BlobSource): the context's cache, the work-tree file
+//! when it is that very blob, else the pack) or in the work tree (the `ignore` crate's parallel
+//! walker: `.gitignore` honoured, symbolic links not followed). Files are searched on every
+//! core and merged in path order, so the answer is the one a sequential search would give.
 //!
 //! Binary files (a NUL byte in the first 8000 bytes), files over [`MAX_FILE_BYTES`], symbolic
 //! links and submodules are skipped. The query length and the compiled regex size are capped;
