@@ -1130,10 +1130,7 @@ fn parse_all<'a, F>(
     // A thread that panicked left its file out: parse what is left here, once more.
     let mut load = None;
     let mut extractor = None;
-    for at in 0..missing.len() {
-        if done[at] {
-            continue;
-        }
+    for at in (0..missing.len()).filter(|&at| !done[at]) {
         let load = load.get_or_insert_with(loader);
         let extractor = extractor.get_or_insert_with(Extractor::new);
         if let (_, Some((file_tags, encoded))) = one(load, extractor, at) {

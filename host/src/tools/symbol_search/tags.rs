@@ -650,10 +650,8 @@ fn javascript<'t>(
         // (call_expression function: (member_expression property: (property_identifier)
         //   @name) arguments: (_) @reference.call)
         K::CallExpression => match g.field(node, f.function) {
-            Some(function) if g.kind(function) == K::Identifier => {
-                if text(function) != b"require" {
-                    push(7, function, node, "call", false);
-                }
+            Some(function) if g.kind(function) == K::Identifier && text(function) != b"require" => {
+                push(7, function, node, "call", false);
             }
             Some(function) if g.kind(function) == K::MemberExpression => {
                 if let Some(name) = g.field_of(function, f.property, K::PropertyIdentifier)
