@@ -312,6 +312,8 @@ fn many_files_answer_in_path_order_under_caps() {
             .expect("capped");
             assert_eq!(places(&out), expected[..cap].to_vec(), "{rev} cap {cap}");
             assert_eq!(out["truncated"], true, "{rev} cap {cap}");
+            // Two matches a file: the files before the cap, and the one it falls in.
+            assert_eq!(out["filesSearched"], cap / 2 + 1, "{rev} cap {cap}");
         }
     }
 }

@@ -125,11 +125,15 @@ impl GatewayTool for CodeSearch {
         let globs = super::path_globs(NAME, input.paths.as_deref())?;
         let rev = ctx.revision(input.rev.as_deref())?;
         let wanted = |p: &str| globs.as_ref().is_none_or(|g| g.is_match(p));
-        let candidates = match &rev {
-            ToolRevision::Commit(revision) => commit_candidates(ctx, revision.id, &wanted)?,
-            ToolRevision::Worktree => worktree_candidates(ctx, &wanted)?,
+        let found = match &rev {
+            ToolRevision::Commit(revision) => {
+                let candidates = commit_candidates(ctx, revision.id, &wanted)?;
+                search_all(ctx, &candidates, &matcher, context, max_matches)?
+            }
+            ToolRevision::Worktree => {
+                search_worktree(ctx.work_root()?, &wanted, &matcher, context, max_matches)
+            }
         };
-        let found = search_all(ctx, &candidates, &matcher, context, max_matches)?;
         let mut state = State {
             max_matches,
             matches: Vec::new(),
@@ -259,16 +263,10 @@ struct FileHits {
     bytes: usize,
 }
 
-/// Where a candidate file's bytes are.
-enum Source {
-    Blob(gix::ObjectId),
-    File(std::path::PathBuf),
-}
-
-/// A file to search: its repository-relative path and where to read it.
+/// A blob of the commit to search: its repository-relative path and id.
 struct Candidate {
     path: String,
-    source: Source,
+    id: gix::ObjectId,
 }
 
 /// Search `candidates` (sorted by path) on up to [`MAX_THREADS`] threads and answer the files'
@@ -354,10 +352,9 @@ fn search_all(
     Ok(all.into_iter().map(|(_, file)| file).collect())
 }
 
-/// The bytes of `candidate`, `None` when it cannot be read from the work tree (it changed
-/// under us), is not a regular file, or is over [`MAX_FILE_BYTES`]. A blob comes through the
-/// context's [`BlobSource`](super::blobs::BlobSource): its cache, the work-tree file when that
-/// is the blob, or the object database.
+/// The bytes of `candidate` through the context's [`BlobSource`](super::blobs::BlobSource)
+/// (its cache, the work-tree file when that is the blob, or the object database); `None` when
+/// it is over [`MAX_FILE_BYTES`].
 ///
 /// # Errors
 /// `repository.read_failed` for a blob the object database cannot give.
@@ -366,12 +363,9 @@ fn read_candidate(
     git: &gix::Repository,
     candidate: &Candidate,
 ) -> Result<Option<std::sync::Arc<Vec<u8>>>, GatewayError> {
-    match &candidate.source {
-        Source::Blob(id) => Ok(blobs
-            .read(git, &candidate.path, *id, MAX_FILE_BYTES)?
-            .map(|(data, _)| data)),
-        Source::File(path) => Ok(read_file_capped(path).map(std::sync::Arc::new)),
-    }
+    Ok(blobs
+        .read(git, &candidate.path, candidate.id, MAX_FILE_BYTES)?
+        .map(|(data, _)| data))
 }
 
 /// The bytes of the regular file at `path` (not following a final symbolic link), `None` when
@@ -531,7 +525,7 @@ fn commit_candidates(
         .filter(|e| e.mode.is_blob())
         .map(|e| Candidate {
             path: String::from_utf8_lossy(&e.filepath).into_owned(),
-            source: Source::Blob(e.oid),
+            id: e.oid,
         })
         .filter(|c| wanted(&c.path))
         .collect();
@@ -539,20 +533,119 @@ fn commit_candidates(
     Ok(files)
 }
 
-/// Every wanted regular file under the work tree not ignored by git's ignore files (`.git`
-/// excluded, links not followed), sorted by path.
-fn worktree_candidates(
-    ctx: &ToolContext,
-    wanted: &dyn Fn(&str) -> bool,
-) -> Result<Vec<Candidate>, GatewayError> {
-    let root = ctx.work_root()?;
-    // Sizes are checked when a file is read (one `fstat` on the open file).
-    Ok(path::worktree_entries_sorted(root)
-        .into_iter()
-        .filter(|(rel, entry)| entry.file_type().is_some_and(|t| t.is_file()) && wanted(rel))
-        .map(|(rel, entry)| Candidate {
-            path: rel,
-            source: Source::File(entry.into_path()),
-        })
-        .collect())
+/// Search every wanted regular file under the work tree `root` that git's ignore files do not
+/// exclude (`.git` excluded, links not followed) while walking it, as ripgrep does: `ignore`'s
+/// parallel walker on every core (at most [`MAX_THREADS`]), each walker thread searching the
+/// files it finds. Answers the searched files in path order up to the one where the caps are
+/// exceeded, which is what a sequential search in path order would answer: once the files
+/// with hits before some path hold more than `max_matches` matches or [`MAX_OUTPUT_BYTES`]
+/// bytes, that path is the cut, and files and directories after it are skipped unread (the
+/// cut only moves back, so every file before the final cut was searched). Memory: the hits of
+/// files before the cut, and one path per searched file.
+fn search_worktree(
+    root: &std::path::Path,
+    wanted: &(dyn Fn(&str) -> bool + Sync),
+    matcher: &RegexMatcher,
+    context: usize,
+    max_matches: usize,
+) -> Vec<FileHits> {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// Hits and bytes of the files with hits before the cut, and the cut.
+    #[derive(Default)]
+    struct Cut {
+        with_hits: BTreeMap<String, (usize, usize)>,
+        at: Option<String>,
+    }
+    impl Cut {
+        fn skips(&self, rel: &str) -> bool {
+            self.at.as_deref().is_some_and(|at| rel > at)
+        }
+        fn add(&mut self, rel: &str, hits: usize, bytes: usize, max_matches: usize) {
+            self.with_hits.insert(rel.to_owned(), (hits, bytes));
+            let (mut total, mut total_bytes) = (0, 0);
+            let mut cut = None;
+            for (path, (hits, bytes)) in &self.with_hits {
+                total += hits;
+                total_bytes += bytes;
+                if total > max_matches || total_bytes > MAX_OUTPUT_BYTES {
+                    cut = Some(path.clone());
+                    break;
+                }
+            }
+            if let Some(at) = cut {
+                self.with_hits.split_off(&at);
+                self.at = Some(at);
+            }
+        }
+    }
+    /// One walker thread's searched files, handed over when it ends.
+    struct Mine<'a> {
+        files: Vec<(String, FileHits)>,
+        all: &'a Mutex<Vec<(String, FileHits)>>,
+    }
+    impl Drop for Mine<'_> {
+        fn drop(&mut self) {
+            if let Ok(mut all) = self.all.lock() {
+                all.append(&mut self.files);
+            }
+        }
+    }
+
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
+    let cut = Mutex::new(Cut::default());
+    let all = Mutex::new(Vec::new());
+    path::worktree_walker(root)
+        .threads(threads)
+        .build_parallel()
+        .run(|| {
+            let mut searcher = SearcherBuilder::new()
+                .line_number(true)
+                .before_context(context)
+                .after_context(context)
+                .build();
+            let mut mine = Mine {
+                files: Vec::new(),
+                all: &all,
+            };
+            let cut = &cut;
+            Box::new(move |entry| {
+                let Ok(entry) = entry else {
+                    return ignore::WalkState::Continue;
+                };
+                let Some(rel) = path::relative(root, entry.path()) else {
+                    return ignore::WalkState::Continue;
+                };
+                let skipped = cut.lock().is_ok_and(|c| c.skips(&rel));
+                let kind = entry.file_type();
+                if kind.is_some_and(|k| k.is_dir()) {
+                    // Everything under a directory after the cut is after the cut.
+                    return if skipped && entry.depth() > 0 {
+                        ignore::WalkState::Skip
+                    } else {
+                        ignore::WalkState::Continue
+                    };
+                }
+                if skipped || !kind.is_some_and(|k| k.is_file()) || !wanted(&rel) {
+                    return ignore::WalkState::Continue;
+                }
+                let Some(data) = read_file_capped(entry.path()) else {
+                    return ignore::WalkState::Continue;
+                };
+                let file = search_one(&mut searcher, matcher, &rel, &data, max_matches + 1);
+                if !file.hits.is_empty()
+                    && let Ok(mut cut) = cut.lock()
+                {
+                    cut.add(&rel, file.hits.len(), file.bytes, max_matches);
+                }
+                mine.files.push((rel, file));
+                ignore::WalkState::Continue
+            })
+        });
+    let at = cut.into_inner().ok().and_then(|c| c.at);
+    let mut all = all.into_inner().unwrap_or_default();
+    all.retain(|(rel, _)| at.as_deref().is_none_or(|at| rel.as_str() <= at));
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    all.into_iter().map(|(_, file)| file).collect()
 }

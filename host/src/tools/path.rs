@@ -474,11 +474,7 @@ fn join_lossy(root: &Path, path: &str) -> Result<PathBuf, GatewayError> {
 /// that is not UTF-8 is decoded lossily (see [`lossy_match`] for the way back). Unreadable
 /// entries are skipped.
 pub fn worktree_entries(root: &Path) -> impl Iterator<Item = (String, ignore::DirEntry)> + '_ {
-    ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
+    worktree_walker(root)
         .build()
         .filter_map(Result::ok)
         .filter(|entry| entry.file_type().is_some_and(|kind| !kind.is_dir()))
@@ -509,12 +505,8 @@ pub fn worktree_entries_sorted(root: &Path) -> Vec<(String, ignore::DirEntry)> {
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let all = Mutex::new(Vec::new());
-    ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .follow_links(false)
-        .require_git(false)
+    worktree_walker(root)
         .threads(threads)
-        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git")
         .build_parallel()
         .run(|| {
             let mut batch = Batch {
@@ -539,8 +531,19 @@ pub fn worktree_entries_sorted(root: &Path) -> Vec<(String, ignore::DirEntry)> {
     all
 }
 
+/// The walk of [`worktree_entries`] before it is built (sequential or parallel): git's ignore
+/// files honoured, hidden files included, links not followed, `.git` skipped.
+pub fn worktree_walker(root: &Path) -> ignore::WalkBuilder {
+    let mut walk = ignore::WalkBuilder::new(root);
+    walk.hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .filter_entry(|e| e.depth() == 0 || e.file_name() != ".git");
+    walk
+}
+
 /// `path` under `root` as a '/'-separated relative path, lossily decoded.
-fn relative(root: &Path, path: &Path) -> Option<String> {
+pub fn relative(root: &Path, path: &Path) -> Option<String> {
     let rel: Vec<String> = path
         .strip_prefix(root)
         .ok()?
