@@ -8,8 +8,8 @@
 # Usage: bench/symbols_monorepo.sh [REPO] [FILES]
 #   REPO: a git repository (default /tmp/monorepo); made by bench/make_monorepo.py with FILES
 #   files (default 120000) when it does not exist.
-# Environment: NO_BUILD=1 to skip `cargo build --release`; QUERY (default `record_packet`), the
-#   name queried.
+# Environment: NO_BUILD=1 to skip `cargo build --release`; BIN, the binary to measure (default
+#   target/release/review-agent-gateway); QUERY (default `record_packet`), the name queried warm.
 # Needs: cargo, git, python3, GNU time (/usr/bin/time), universal-ctags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,7 @@ fi
 if [ "${NO_BUILD:-0}" != 1 ]; then
   cargo build --release --quiet -p review-agent-gateway
 fi
-bin=$PWD/target/release/review-agent-gateway
+bin=${BIN:-$PWD/target/release/review-agent-gateway}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export REVIEW_AGENT_GATEWAY_HOME=$work/home

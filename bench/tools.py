@@ -63,7 +63,9 @@ class Table:
         self.rows = []
 
     def add(self, task, ours_s, peer_name, peer_s, check):
-        ratio = ours_s / peer_s
+        # hyperfine can report a mean of 0 for a peer faster than its shell-spawn correction
+        # (readtags on a warm tags file).
+        ratio = ours_s / peer_s if peer_s > 0 else float("inf")
         self.rows.append((task, ours_s * 1e3, peer_name, peer_s * 1e3, ratio, check))
         print(f"  {task}: {ours_s*1e3:.1f} ms vs {peer_name} {peer_s*1e3:.1f} ms "
               f"({ratio:.2f}x) {check}", file=sys.stderr)
