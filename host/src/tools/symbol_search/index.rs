@@ -70,9 +70,8 @@ pub const MAX_CACHED_STAMPS: usize = 1_000_000;
 /// A file modified this recently is not trusted by its stamp (it may change again within the
 /// file system's timestamp granularity: git's "racy" files).
 const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
-/// Parsed tags are stored in one write transaction per this many files (see
-/// [`SymbolIndex::lookup`]): each commit syncs the file, and what waits (two batches at most)
-/// is in memory.
+/// Parsed tags are stored in one write transaction per this many files (a lookup's writer
+/// thread): each commit syncs the file, and what waits (two batches at most) is in memory.
 pub const WRITE_BATCH_FILES: usize = 4096;
 /// ... or per this many bytes of encoded tags, whichever comes first.
 pub const WRITE_BATCH_BYTES: usize = 32 * 1024 * 1024;
@@ -740,11 +739,11 @@ impl SymbolIndex {
     /// Tags in memory are answered whole; the tags answered are cached in memory. A
     /// memory-only index answers and caches every blob it parses (its cache is the index).
     ///
-    /// Reading, filtering, parsing and encoding run on up to `available_parallelism` threads
-    /// while another stores what they parsed, in one write transaction per
-    /// [`WRITE_BATCH_FILES`] files (or [`WRITE_BATCH_BYTES`] of encoded tags), so the tags of a
-    /// whole snapshot are never in memory at once unless answered. A failure to read or write the file only
-    /// costs speed (tags are parsed, or not stored), never the answer.
+    /// Reading, filtering, parsing and encoding run on up to `available_parallelism` threads while
+    /// another stores what they parsed, in one write transaction per [`WRITE_BATCH_FILES`] files
+    /// (or [`WRITE_BATCH_BYTES`] of encoded tags), so the tags of a whole snapshot are never in
+    /// memory at once unless answered. A failure to read or write the file only costs speed (tags
+    /// are parsed, or not stored), never the answer.
     pub(crate) fn lookup<'a, F>(
         &self,
         entries: &[FileEntry],

@@ -1,7 +1,7 @@
 //! The languages `symbol_search` understands, by file extension, and the extraction of their
 //! tags: one parse per file with the grammar crate, then one walk over the tree that finds what
-//! the crate's bundled tag query (`TAGS_QUERY`) finds ([`super::tags`]), instead of running the
-//! query with `tree-sitter-tags` (which the tests still do, to compare).
+//! the crate's bundled tag query (`TAGS_QUERY`) finds (`symbol_search/tags.rs`), instead of
+//! running the query with `tree-sitter-tags` (which the tests still do, to compare).
 //!
 //! TypeScript's bundled query only adds what TypeScript has beyond JavaScript, so the
 //! TypeScript and TSX rules are JavaScript's followed by TypeScript's, as the grammar's own

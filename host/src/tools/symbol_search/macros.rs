@@ -2,13 +2,14 @@
 //! JoinHandle<T> { … } }` defines `JoinHandle`, but to tree-sitter the braces hold a token tree,
 //! not items, so the bundled tag query (and the walk that stands for it) sees nothing there.
 //!
-//! **What is indexed.** An *item-level* macro invocation (directly in a file, a `mod`, an `impl`
-//! or a `trait` body; not inside a function) whose token tree is `{ … }` is read again as Rust
-//! items: a copy of the file in which every byte outside the braces' contents is a space
-//! (newlines kept) is parsed and tagged, so lines and columns are the file's own and the tag
-//! rules are the same ones. The file's own tree is reused to find the invocations, and each
-//! copy is parsed once (its tree is both searched for nested invocations and tagged). Several invocations of one nesting level share one such copy; item-level
-//! invocations found inside them are read the same way, down to [`MAX_DEPTH`] levels.
+//! **What is indexed.** An *item-level* macro invocation (directly in a file, a `mod`, an `impl` or
+//! a `trait` body; not inside a function) whose token tree is `{ … }` is read again as Rust items:
+//! a copy of the file in which every byte outside the braces' contents is a space (newlines kept)
+//! is parsed and tagged, so lines and columns are the file's own and the tag rules are the same
+//! ones. The file's own tree is reused to find the invocations, and each copy is parsed once (its
+//! tree is both searched for nested invocations and tagged). Several invocations of one nesting
+//! level share one such copy; item-level invocations found inside them are read the same way, down
+//! to [`MAX_DEPTH`] levels.
 //!
 //! **What is not.** An item-level invocation with `( … )` or `[ … ]` (`define_handle!(Foo);`,
 //! whose items a `macro_rules!` makes), one whose braces do not parse as items (`cfg_if! { if
