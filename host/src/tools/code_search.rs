@@ -368,11 +368,12 @@ fn read_candidate(
         .map(|(data, _)| data))
 }
 
-/// The bytes of the regular file at `path` (not following a final symbolic link), `None` when
-/// it cannot be opened or read, is not a regular file, or is over [`MAX_FILE_BYTES`]: one open,
-/// one `fstat`, the reads.
-fn read_file_capped(path: &std::path::Path) -> Option<Vec<u8>> {
+/// Read the regular file at `path` (not following a final symbolic link) into `buf` (cleared
+/// first, its allocation reused from file to file); `false` when it cannot be opened or read,
+/// is not a regular file, or is over [`MAX_FILE_BYTES`]: one open, one `fstat`, the reads.
+fn read_file_capped(path: &std::path::Path, buf: &mut Vec<u8>) -> bool {
     use std::io::Read;
+    buf.clear();
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     // Non-blocking: a FIFO put there after the walk does not hang the search.
@@ -381,17 +382,15 @@ fn read_file_capped(path: &std::path::Path) -> Option<Vec<u8>> {
         &mut options,
         libc::O_NOFOLLOW | libc::O_NONBLOCK,
     );
-    let mut file = options.open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
-        return None;
+    let Ok(mut file) = options.open(path) else {
+        return false;
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {}
+        _ => return false,
     }
-    let mut data = Vec::with_capacity(meta.len() as usize);
-    (&mut file)
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut data)
-        .ok()?;
-    (data.len() as u64 <= MAX_FILE_BYTES).then_some(data)
+    (&mut file).take(MAX_FILE_BYTES + 1).read_to_end(buf).is_ok()
+        && buf.len() as u64 <= MAX_FILE_BYTES
 }
 
 /// Search one file's bytes, keeping at most `limit` hits and about [`MAX_OUTPUT_BYTES`] bytes.
@@ -609,6 +608,7 @@ fn search_worktree(
                 files: Vec::new(),
                 all: &all,
             };
+            let mut data = Vec::new();
             let cut = &cut;
             Box::new(move |entry| {
                 let Ok(entry) = entry else {
@@ -630,9 +630,9 @@ fn search_worktree(
                 if skipped || !kind.is_some_and(|k| k.is_file()) || !wanted(&rel) {
                     return ignore::WalkState::Continue;
                 }
-                let Some(data) = read_file_capped(entry.path()) else {
+                if !read_file_capped(entry.path(), &mut data) {
                     return ignore::WalkState::Continue;
-                };
+                }
                 let file = search_one(&mut searcher, matcher, &rel, &data, max_matches + 1);
                 if !file.hits.is_empty()
                     && let Ok(mut cut) = cut.lock()
