@@ -435,6 +435,157 @@ fn blame_of_the_work_tree_marks_uncommitted_lines() {
     assert_eq!(hunks[0]["commit"]["id"], json!(fx.sha("main-edit")));
 }
 
+/// `git blame --line-porcelain` of `path` at `rev` (the work-tree file when `rev` is `None`),
+/// one `(line, commit, originalPath, originalLine)` per line; an uncommitted line has git's
+/// all-zero commit.
+fn git_blame_lines(
+    repo: &TestRepo,
+    rev: Option<&str>,
+    path: &str,
+    range: Option<(u32, u32)>,
+) -> Vec<(u32, String, String, u32)> {
+    let mut args = vec!["blame".to_owned(), "--line-porcelain".to_owned()];
+    if let Some((s, e)) = range {
+        args.push(format!("-L{s},{e}"));
+    }
+    args.extend(rev.map(str::to_owned));
+    args.extend(["--".to_owned(), path.to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = repo.git(&args);
+    let mut lines = Vec::new();
+    let mut current: Option<(u32, String, u32)> = None;
+    for line in out.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if current.is_none() && (3..=4).contains(&fields.len()) && fields[0].len() == 40 {
+            let orig: u32 = fields[1].parse().expect("orig");
+            let fin: u32 = fields[2].parse().expect("final");
+            current = Some((fin, fields[0].to_owned(), orig));
+        } else if let Some(name) = line.strip_prefix("filename ") {
+            let (fin, sha, orig) = current.take().expect("a header before its filename");
+            lines.push((fin, sha, name.to_owned(), orig));
+        }
+    }
+    lines
+}
+
+/// The tool's hunks as [`git_blame_lines`] lines.
+fn tool_blame_lines(out: &Value) -> Vec<(u32, String, String, u32)> {
+    let number = |v: &Value| u32::try_from(v.as_u64().expect("a number")).expect("u32");
+    let mut lines = Vec::new();
+    for hunk in out["hunks"].as_array().expect("hunks") {
+        let sha = match &hunk["commit"] {
+            Value::Null => "0".repeat(40),
+            commit => commit["id"].as_str().expect("id").to_owned(),
+        };
+        let path = hunk["originalPath"].as_str().expect("originalPath");
+        let (start, end) = (number(&hunk["startLine"]), number(&hunk["endLine"]));
+        let original = number(&hunk["originalStartLine"]);
+        for k in 0..=(end - start) {
+            lines.push((start + k, sha.clone(), path.to_owned(), original + k));
+        }
+    }
+    lines
+}
+
+/// Issue 19 §1: blame equals `git blame`, line by line, across what makes blame hard — a rename
+/// with an edit, a branch that edits the file under its old name merged into one that renamed
+/// it, a merge with an edit of its own, a second rename in the commit that also adds an exact
+/// copy of the renamed file (a whole-commit rename tracker pairs the copy with the old name and
+/// loses the rename; git looks for the blamed path's source only), and uncommitted edits.
+#[test]
+fn blame_equals_git_blame_line_by_line_across_renames_and_merges() {
+    let line = |i: usize| format!("pub fn item_{i:02}() -> u32 {{ {i} }}\n");
+    let mut lines: Vec<String> = (1..=30).map(line).collect();
+    let text = |lines: &[String]| lines.concat();
+    let mut repo = TestRepo::new();
+    repo.write_all(&[("src/lib.rs", &text(&lines)), ("README.md", "# r\n")]);
+    let root = repo.commit("root");
+    lines[2] = "pub fn item_03() -> u32 { 300 }\n".into();
+    lines[3] = "pub fn item_04() -> u32 { 400 }\n".into();
+    repo.write("src/lib.rs", text(&lines));
+    repo.commit("edit 3 and 4");
+
+    repo.git(&["branch", "side"]);
+    repo.remove("src/lib.rs");
+    lines[19] = "pub fn item_20() -> u32 { 2000 }\n".into();
+    repo.write("src/core/engine.rs", text(&lines));
+    repo.commit("move lib.rs to core/engine.rs, edit 20");
+    lines[24] = "pub fn item_25() -> u32 { 2500 }\n".into();
+    repo.write("src/core/engine.rs", text(&lines));
+    repo.commit("main edits 25");
+
+    repo.checkout(&["side"]);
+    let mut side = text(&lines[..]);
+    side = side
+        .replace("{ 2000 }", "{ 20 }")
+        .replace("{ 2500 }", "{ 25 }")
+        .replace("item_10() -> u32 { 10 }", "item_10() -> u32 { 1000 }")
+        .replace(
+            "item_28() -> u32 { 28 }\n",
+            "item_28() -> u32 { 28 }\npub fn item_28b() -> u32 { 28 }\n",
+        );
+    repo.write("src/lib.rs", &side);
+    let side_tip = repo.commit("side edits 10, adds 28b");
+
+    repo.checkout(&["main"]);
+    repo.git(&["merge", "--no-ff", "--no-commit", "side"]);
+    let merged = std::fs::read_to_string(repo.path().join("src/core/engine.rs")).expect("read");
+    assert!(merged.contains("{ 1000 }") && merged.contains("item_28b"), "{merged}");
+    repo.write(
+        "src/core/engine.rs",
+        merged.replace("item_15() -> u32 { 15 }", "item_15() -> u32 { 1500 }"),
+    );
+    let merge = repo.commit("merge side, edit 15");
+
+    let before_move = std::fs::read_to_string(repo.path().join("src/core/engine.rs")).expect("read");
+    repo.remove("src/core/engine.rs");
+    repo.write(
+        "engine/mod.rs",
+        before_move.replace("item_01() -> u32 { 1 }", "item_01() -> u32 { 100 }"),
+    );
+    repo.write("engine/spare.rs", &before_move);
+    repo.commit("move to engine/mod.rs, edit 1, keep a spare copy");
+
+    let check = |rev: Option<&str>, path: &str, range: Option<(u32, u32)>| {
+        let mut input = json!({ "action": "blame", "path": path, "ref": rev.unwrap_or("WORKTREE") });
+        if let Some((s, e)) = range {
+            input["startLine"] = json!(s);
+            input["endLine"] = json!(e);
+        }
+        let out = call(&repo, input).expect("blame");
+        let expect = git_blame_lines(&repo, rev, path, range);
+        assert!(!expect.is_empty());
+        assert_eq!(tool_blame_lines(&out), expect, "{rev:?} {path} {range:?}");
+        expect
+    };
+    let head = check(Some("HEAD"), "engine/mod.rs", None);
+    // Through both renames to the root, the side branch's lines, the merge's own edit.
+    let paths: std::collections::BTreeSet<&str> = head.iter().map(|l| l.2.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["engine/mod.rs", "src/core/engine.rs", "src/lib.rs"].into()
+    );
+    assert!(head.iter().any(|l| l.1 == root));
+    assert!(head.iter().any(|l| l.1 == side_tip));
+    assert!(head.iter().any(|l| l.1 == merge));
+    check(Some("HEAD"), "engine/spare.rs", None);
+    check(Some("HEAD"), "engine/mod.rs", Some((9, 17)));
+    check(Some(merge.as_str()), "src/core/engine.rs", None);
+    check(Some(side_tip.as_str()), "src/lib.rs", Some((2, 12)));
+
+    let mut dirty = std::fs::read_to_string(repo.path().join("engine/mod.rs")).expect("read");
+    dirty = dirty.replace("item_05() -> u32 { 5 }", "item_05() -> u32 { 5 } // uncommitted");
+    dirty.push_str("pub fn uncommitted() {}\n");
+    repo.write("engine/mod.rs", &dirty);
+    let worktree = check(None, "engine/mod.rs", None);
+    assert_eq!(
+        worktree.iter().filter(|l| l.1 == "0".repeat(40)).count(),
+        2,
+        "{worktree:?}"
+    );
+    check(None, "engine/mod.rs", Some((3, 7)));
+}
+
 // === show ===
 
 /// `git diff --numstat -z -M` and `--name-status -z -M` between `from` (or the empty tree)

@@ -88,7 +88,8 @@ pub(super) fn run(
         diff_algorithm: git.diff_algorithm().map_err(|e| blame_error(&e))?,
         ranges,
         since: None,
-        rewrites: Some(gix::diff::Rewrites::default()),
+        // Renames are found by `find_rename` below.
+        rewrites: None,
         debug_track_path: false,
     };
     let start_at = match worktree_data {
@@ -102,13 +103,22 @@ pub(super) fn run(
         .diff_resource_cache_for_tree_diff()
         .map_err(|e| blame_error(&e))?;
     let graph = git.commit_graph_if_enabled().ok().flatten();
-    let outcome = gix::blame::file(
+    // git's rename detection (exact, same file name, 50 % similarity by git's score) for the
+    // blamed path only, as `git blame` does; gix-diff's line-based similarity pairs other files
+    // near the threshold.
+    let mut find_rename = |parent_tree: &gix::oid, tree: &gix::oid, path: &BStr, _id: &gix::oid| {
+        let path = path.to_str().ok()?;
+        super::rename_source(git, parent_tree.to_owned(), tree.to_owned(), path)
+            .map(|(from, id)| (from.into(), id))
+    };
+    let outcome = gix::blame::file_with_renames(
         &git.objects,
         start_at,
         graph,
         &mut resource_cache,
         BStr::new(rel.as_bytes()),
         options,
+        &mut find_rename,
     )
     .map_err(|e| blame_error(&e))?;
 

@@ -5,7 +5,6 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use gix::ObjectId;
-use gix::bstr::ByteSlice;
 use gix::hashtable::{HashMap, HashSet};
 use gix::objs::tree::EntryMode;
 use serde_json::{Value, json};
@@ -161,58 +160,8 @@ impl<'r> Walker<'r> {
     /// only `path` as destination as git's `--follow` does), if anywhere. A failed detection
     /// (a blob missing from a partial clone) counts as no rename.
     fn rename_source(&self, parent: ObjectId, commit: ObjectId, path: &str) -> Option<String> {
-        use crate::repo::rename;
-        use gix::object::tree::diff::ChangeDetached as C;
-        let tree = |id: ObjectId| self.git.find_tree(self.nodes.get(&id)?.tree).ok();
-        let (old, new) = (tree(parent)?, tree(commit)?);
-        let mut options = gix::diff::Options::default();
-        options.track_path();
-        options.track_rewrites(None);
-        let changes = self.git.diff_tree_to_tree(&old, &new, options).ok()?;
-        let mut deleted: Vec<(String, gix::object::tree::EntryKind, ObjectId)> = Vec::new();
-        let mut dest = None;
-        for change in &changes {
-            match change {
-                C::Deletion {
-                    location,
-                    entry_mode,
-                    id,
-                    ..
-                } if !entry_mode.is_tree() => {
-                    deleted.push((location.to_str_lossy().into_owned(), entry_mode.kind(), *id));
-                }
-                C::Addition {
-                    location,
-                    entry_mode,
-                    id,
-                    ..
-                } if location == path.as_bytes() && !entry_mode.is_tree() => {
-                    dest = Some(rename::Entry {
-                        path,
-                        kind: entry_mode.kind(),
-                        id: *id,
-                    });
-                }
-                _ => {}
-            }
-        }
-        let dest = dest?;
-        let sources: Vec<rename::Entry<'_>> = deleted
-            .iter()
-            .map(|(path, kind, id)| rename::Entry {
-                path,
-                kind: *kind,
-                id: *id,
-            })
-            .collect();
-        let read = |id: ObjectId| {
-            self.git
-                .find_object(id)
-                .map(|object| object.detach().data)
-                .map_err(|_| ())
-        };
-        let pairs = rename::detect(&sources, &[dest], read).ok()?;
-        pairs.first().map(|&(s, _)| sources[s].path.to_owned())
+        let tree = |id: ObjectId| Some(self.nodes.get(&id)?.tree);
+        super::rename_source(self.git, tree(parent)?, tree(commit)?, path).map(|(from, _)| from)
     }
 }
 
