@@ -83,7 +83,7 @@ impl BlobSource {
         max_bytes: u64,
     ) -> Result<Option<(Arc<Vec<u8>>, Origin)>, GatewayError> {
         if let Some(data) = self.cache.lock().ok().and_then(|c| c.get(&id)) {
-            return Ok(Some((data, Origin::Cache)));
+            return Ok((data.len() as u64 <= max_bytes).then_some((data, Origin::Cache)));
         }
         let (data, origin) = match self
             .worktree
