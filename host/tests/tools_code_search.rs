@@ -166,7 +166,10 @@ fn a_commit_is_read_exactly_whatever_the_work_tree_holds() {
     // Check the CRLF file out again: now the work tree has `\r\n`, the blob `\n`.
     repo.remove("crlf.txt");
     repo.git(&["checkout", "--", "crlf.txt"]);
-    assert_eq!(std::fs::read(repo.path().join("crlf.txt")).unwrap(), b"alpha crlf\r\n");
+    assert_eq!(
+        std::fs::read(repo.path().join("crlf.txt")).expect("fixture"),
+        b"alpha crlf\r\n"
+    );
     let cr = json!({ "query": "crlf\\r", "regex": true });
     assert_eq!(call(&repo, cr.clone()).expect("HEAD")["matchCount"], 0);
     let mut at_worktree = cr.clone();
@@ -175,23 +178,34 @@ fn a_commit_is_read_exactly_whatever_the_work_tree_holds() {
 
     // Same size, same mtime, other bytes: git's stat check would call it clean.
     let path = repo.path().join("src/util.py");
-    let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let before = std::fs::metadata(&path)
+        .expect("fixture")
+        .modified()
+        .expect("fixture");
     repo.write("src/util.py", "def omega():\n    return 1\n");
     std::fs::File::options()
         .write(true)
         .open(&path)
-        .unwrap()
+        .expect("fixture")
         .set_modified(before)
-        .unwrap();
+        .expect("fixture");
     let ctx = ToolContext::open(repo.path(), None).expect("open");
     let registry = Registry::builtin();
     let search = registry.get("code_search").expect("tool");
     for _ in 0..2 {
         // The second call on the same context reads its cache.
-        let out = search.execute(&ctx, json!({ "query": "alpha" })).expect("HEAD").value;
+        let out = search
+            .execute(&ctx, json!({ "query": "alpha" }))
+            .expect("HEAD")
+            .value;
         assert_eq!(
             places(&out),
-            ["crlf.txt:1", "docs/notes.md:1", "src/lib.rs:1", "src/util.py:1"]
+            [
+                "crlf.txt:1",
+                "docs/notes.md:1",
+                "src/lib.rs:1",
+                "src/util.py:1"
+            ]
         );
     }
     let out = search

@@ -530,14 +530,18 @@ fn blame_equals_git_blame_line_by_line_across_renames_and_merges() {
     repo.checkout(&["main"]);
     repo.git(&["merge", "--no-ff", "--no-commit", "side"]);
     let merged = std::fs::read_to_string(repo.path().join("src/core/engine.rs")).expect("read");
-    assert!(merged.contains("{ 1000 }") && merged.contains("item_28b"), "{merged}");
+    assert!(
+        merged.contains("{ 1000 }") && merged.contains("item_28b"),
+        "{merged}"
+    );
     repo.write(
         "src/core/engine.rs",
         merged.replace("item_15() -> u32 { 15 }", "item_15() -> u32 { 1500 }"),
     );
     let merge = repo.commit("merge side, edit 15");
 
-    let before_move = std::fs::read_to_string(repo.path().join("src/core/engine.rs")).expect("read");
+    let before_move =
+        std::fs::read_to_string(repo.path().join("src/core/engine.rs")).expect("read");
     repo.remove("src/core/engine.rs");
     repo.write(
         "engine/mod.rs",
@@ -547,7 +551,8 @@ fn blame_equals_git_blame_line_by_line_across_renames_and_merges() {
     repo.commit("move to engine/mod.rs, edit 1, keep a spare copy");
 
     let check = |rev: Option<&str>, path: &str, range: Option<(u32, u32)>| {
-        let mut input = json!({ "action": "blame", "path": path, "ref": rev.unwrap_or("WORKTREE") });
+        let mut input =
+            json!({ "action": "blame", "path": path, "ref": rev.unwrap_or("WORKTREE") });
         if let Some((s, e)) = range {
             input["startLine"] = json!(s);
             input["endLine"] = json!(e);
@@ -574,7 +579,10 @@ fn blame_equals_git_blame_line_by_line_across_renames_and_merges() {
     check(Some(side_tip.as_str()), "src/lib.rs", Some((2, 12)));
 
     let mut dirty = std::fs::read_to_string(repo.path().join("engine/mod.rs")).expect("read");
-    dirty = dirty.replace("item_05() -> u32 { 5 }", "item_05() -> u32 { 5 } // uncommitted");
+    dirty = dirty.replace(
+        "item_05() -> u32 { 5 }",
+        "item_05() -> u32 { 5 } // uncommitted",
+    );
     dirty.push_str("pub fn uncommitted() {}\n");
     repo.write("engine/mod.rs", &dirty);
     let worktree = check(None, "engine/mod.rs", None);

@@ -47,6 +47,9 @@ impl std::fmt::Debug for BlobSource {
     }
 }
 
+/// A blob's bytes and where they came from.
+pub type Blob = (Arc<Vec<u8>>, Origin);
+
 /// Where a blob's bytes came from (for tests and benchmarks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -81,7 +84,7 @@ impl BlobSource {
         path: &str,
         id: ObjectId,
         max_bytes: u64,
-    ) -> Result<Option<(Arc<Vec<u8>>, Origin)>, GatewayError> {
+    ) -> Result<Option<Blob>, GatewayError> {
         if let Some(data) = self.cache.lock().ok().and_then(|c| c.get(&id)) {
             return Ok((data.len() as u64 <= max_bytes).then_some((data, Origin::Cache)));
         }
@@ -246,7 +249,7 @@ mod tests {
     #[test]
     fn blob_ids_are_gits() {
         // `printf 'hello\n' | git hash-object --stdin`
-        let id = ObjectId::from_hex(b"ce013625030ba8dba906f756967f9e9ca394464a").unwrap();
+        let id = ObjectId::from_hex(b"ce013625030ba8dba906f756967f9e9ca394464a").expect("hex");
         assert!(is_blob(b"hello\n", &id));
         assert!(!is_blob(b"hello", &id));
     }
@@ -284,8 +287,18 @@ mod tests {
         (dir, repo, a, b)
     }
 
+    /// The blob's bytes (at most 1 MiB) and origin.
+    fn read(blobs: &BlobSource, repo: &gix::Repository, path: &str, id: ObjectId) -> Blob {
+        let found = blobs.read(repo, path, id, 1 << 20).expect("read");
+        found.expect("not over the limit")
+    }
+
     fn source(repo: &gix::Repository) -> BlobSource {
-        let root = repo.workdir().expect("work tree").canonicalize().expect("canonical");
+        let root = repo
+            .workdir()
+            .expect("work tree")
+            .canonicalize()
+            .expect("canonical");
         BlobSource::new(repo, Some(&root))
     }
 
@@ -293,46 +306,62 @@ mod tests {
     fn a_clean_work_tree_file_stands_in_then_the_cache() {
         let (_dir, repo, a, _) = repo();
         let blobs = source(&repo);
-        let (data, origin) = blobs.read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Worktree));
-        let (_, origin) = blobs.read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
+        let (data, origin) = read(&blobs, &repo, "src/a.txt", a);
+        assert_eq!(
+            (data.as_slice(), origin),
+            (&b"alpha\n"[..], Origin::Worktree)
+        );
+        let (_, origin) = read(&blobs, &repo, "src/a.txt", a);
         assert_eq!(origin, Origin::Cache);
         // Over the size limit: not read.
-        assert!(source(&repo).read(&repo, "src/a.txt", a, 3).unwrap().is_none());
+        assert!(
+            source(&repo)
+                .read(&repo, "src/a.txt", a, 3)
+                .expect("read")
+                .is_none()
+        );
     }
 
     #[test]
     fn a_work_tree_that_lies_is_not_believed() {
         let (dir, repo, a, b) = repo();
-        let root = dir.path().canonicalize().unwrap();
+        let root = dir.path().canonicalize().expect("test fixture");
         // Same size, other bytes: the index still records the old size (and the old stat).
-        std::fs::write(root.join("src/a.txt"), "omega\n").unwrap();
-        let (data, origin) = source(&repo).read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Objects));
+        std::fs::write(root.join("src/a.txt"), "omega\n").expect("test fixture");
+        let (data, origin) = read(&source(&repo), &repo, "src/a.txt", a);
+        assert_eq!(
+            (data.as_slice(), origin),
+            (&b"alpha\n"[..], Origin::Objects)
+        );
         // Another path's blob id at this path: not the file that is there.
-        let (data, origin) = source(&repo).read(&repo, "src/a.txt", b, 1 << 20).unwrap().unwrap();
+        let (data, origin) = read(&source(&repo), &repo, "src/a.txt", b);
         assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
     }
 
     #[test]
     fn symbolic_links_and_fifos_are_never_opened() {
         let (dir, repo, a, b) = repo();
-        let root = dir.path().canonicalize().unwrap();
+        let root = dir.path().canonicalize().expect("test fixture");
         // The same bytes behind a link to a directory outside the work tree: refused by
         // the kernel (RESOLVE_NO_SYMLINKS), read from the objects.
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("a.txt"), "alpha\n").unwrap();
-        std::fs::rename(root.join("src"), root.join("moved")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
-        let (data, origin) = source(&repo).read(&repo, "src/a.txt", a, 1 << 20).unwrap().unwrap();
-        assert_eq!((data.as_slice(), origin), (&b"alpha\n"[..], Origin::Objects));
+        let outside = tempfile::tempdir().expect("test fixture");
+        std::fs::write(outside.path().join("a.txt"), "alpha\n").expect("test fixture");
+        std::fs::rename(root.join("src"), root.join("moved")).expect("test fixture");
+        std::os::unix::fs::symlink(outside.path(), root.join("src")).expect("test fixture");
+        let (data, origin) = read(&source(&repo), &repo, "src/a.txt", a);
+        assert_eq!(
+            (data.as_slice(), origin),
+            (&b"alpha\n"[..], Origin::Objects)
+        );
         // A FIFO where a file was: not opened for reading (which would wait for a writer).
-        std::fs::remove_file(root.join("src")).unwrap();
-        std::fs::rename(root.join("moved"), root.join("src")).unwrap();
-        std::fs::remove_file(root.join("src/b.txt")).unwrap();
-        let made = std::process::Command::new("mkfifo").arg(root.join("src/b.txt")).status();
+        std::fs::remove_file(root.join("src")).expect("test fixture");
+        std::fs::rename(root.join("moved"), root.join("src")).expect("test fixture");
+        std::fs::remove_file(root.join("src/b.txt")).expect("test fixture");
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("src/b.txt"))
+            .status();
         assert!(made.expect("mkfifo").success());
-        let (data, origin) = source(&repo).read(&repo, "src/b.txt", b, 1 << 20).unwrap().unwrap();
+        let (data, origin) = read(&source(&repo), &repo, "src/b.txt", b);
         assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
     }
 

@@ -389,7 +389,10 @@ fn read_file_capped(path: &std::path::Path, buf: &mut Vec<u8>) -> bool {
         Ok(meta) if meta.is_file() && meta.len() <= MAX_FILE_BYTES => {}
         _ => return false,
     }
-    (&mut file).take(MAX_FILE_BYTES + 1).read_to_end(buf).is_ok()
+    (&mut file)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(buf)
+        .is_ok()
         && buf.len() as u64 <= MAX_FILE_BYTES
 }
 
