@@ -71,6 +71,8 @@ class Table:
               f"({ratio:.2f}x) {check}", file=sys.stderr)
 
     def print(self):
+        if not self.rows:
+            return
         w = max(len(r[0]) for r in self.rows) + 2
         pw = max(len(r[2]) for r in self.rows) + 2
         print(f"{'task':<{w}}{'ours ms':>10}  {'peer':<{pw}}{'peer ms':>10}{'ratio':>8}  check")
@@ -85,15 +87,18 @@ def tool_cmd(binary, repo, name, rev, payload):
     return args + ["--input", json.dumps(payload)]
 
 
+CODE_QUERIES = [
+    ("literal spawn_blocking", {"query": "spawn_blocking", "maxMatches": 2000},
+     ["rg", "--hidden", "-n", "--no-heading", "-S", "-F", "spawn_blocking"]),
+    ("regex fn\\s+\\w+_mut\\(", {"query": r"fn\s+\w+_mut\(", "regex": True, "maxMatches": 2000},
+     ["rg", "--hidden", "-n", "--no-heading", r"fn\s+\w+_mut\("]),
+    ("smart-case mutex", {"query": "mutex", "maxMatches": 2000},
+     ["rg", "--hidden", "-n", "--no-heading", "-S", "-F", "mutex"]),
+]
+
+
 def code_search(t, a, env):
-    queries = [
-        ("literal spawn_blocking", {"query": "spawn_blocking", "maxMatches": 2000},
-         ["rg", "--hidden", "-n", "--no-heading", "-S", "-F", "spawn_blocking"]),
-        ("regex fn\\s+\\w+_mut\\(", {"query": r"fn\s+\w+_mut\(", "regex": True, "maxMatches": 2000},
-         ["rg", "--hidden", "-n", "--no-heading", r"fn\s+\w+_mut\("]),
-        ("smart-case mutex", {"query": "mutex", "maxMatches": 2000},
-         ["rg", "--hidden", "-n", "--no-heading", "-S", "-F", "mutex"]),
-    ]
+    queries = CODE_QUERIES
     # @HEAD in the corpus: the clean work tree stands in for the blobs it holds (verified by
     # their ids, see host/src/tools/blobs.rs); @HEAD in a bare clone of it: every blob is
     # inflated from the pack. rg reads the checkout of that same commit in both rows.
@@ -210,13 +215,13 @@ def daemon_queries(a, home):
         token = subprocess.run([a.bin, "token", "show"], env=env, check=True, capture_output=True,
                                text=True).stdout.strip()
 
-        def call(query):
+        def call(query, tool="symbol_search", payload=None):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
             body = json.dumps({"gitlabOrigin": "https://gitlab.example.com",
                                "projectPath": "bench/corpus",
-                               "input": {"query": query, "match": "prefix"}})
+                               "input": payload or {"query": query, "match": "prefix"}})
             start = time.perf_counter()
-            conn.request("POST", "/v1/tools/symbol_search", body=body,
+            conn.request("POST", f"/v1/tools/{tool}", body=body,
                          headers={"Authorization": f"Bearer {token}",
                                   "Host": f"127.0.0.1:{port}",
                                   "Content-Type": "application/json"})
@@ -225,8 +230,22 @@ def daemon_queries(a, home):
             elapsed = time.perf_counter() - start
             conn.close()
             if resp.status != 200:
-                raise SystemExit(f"error: symbol_search answered {resp.status}: {data}")
+                raise SystemExit(f"error: {tool} answered {resp.status}: {data}")
             return elapsed, data
+
+        # code_search as a chat agent or the userscript calls it: in the daemon, no process
+        # start, a new context (so no blob cache) per call; against rg's whole process.
+        searches = []
+        for label, payload, rg in CODE_QUERIES:
+            for rev in ("WORKTREE", "HEAD"):
+                times = []
+                for _ in range(a.runs * 2):
+                    elapsed, data = call(None, "code_search", dict(payload, ref=rev))
+                    times.append(elapsed * 1e3)
+                n = len(data["data"]["output"]["matches"])
+                peer, _ = hyperfine(q(rg + [a.corpus]), q(["true"]), a.runs)
+                searches.append((f"{label} @{rev}", statistics.median(times), peer * 1e3,
+                                 f"matches {n}/{count_lines(rg + [a.corpus])}"))
 
         first, _ = call(a.symbol)
         # The daemon completes the index in the background after a prefiltered first query.
@@ -242,7 +261,8 @@ def daemon_queries(a, home):
             elapsed, _ = call(names[i % len(names)])
             times.append(elapsed * 1e3)
         times.sort()
-        return first * 1e3, statistics.median(times), times[int(len(times) * 0.95) - 1]
+        return (first * 1e3, statistics.median(times), times[int(len(times) * 0.95) - 1],
+                searches)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -289,7 +309,12 @@ def main():
               f"mean of hyperfine runs, page cache warm")
         t.print()
         if daemon:
-            first, median, p95 = daemon
+            first, median, p95, searches = daemon
+            print("daemon code_search (median of in-process calls over HTTP, "
+                  "against the mean of rg's whole process):")
+            for label, ours, peer, check in searches:
+                print(f"  {label:<45} {ours:7.1f} ms  rg {peer:6.1f} ms  "
+                      f"{ours / peer:5.2f}x  {check}")
             print(f"daemon symbol_search (prefix queries, in-process index): first {first:.1f} ms "
                   f"(builds the index), warm median {median:.2f} ms, p95 {p95:.2f} ms "
                   f"(target < 10 ms)")

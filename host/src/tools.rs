@@ -625,8 +625,9 @@ pub const MAX_GLOB_BYTES: usize = 1024;
 pub const BINARY_PROBE_BYTES: usize = 8000;
 
 /// Whether `bytes` look binary to git: a NUL byte among the first [`BINARY_PROBE_BYTES`].
+/// (`memchr`'s vectorized search: `<[u8]>::contains` was 8 % of a work-tree `code_search`.)
 pub(crate) fn is_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
+    memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE_BYTES)]).is_some()
 }
 
 /// Check a list of path globs against the caps every path list shares — a tool's `paths`,

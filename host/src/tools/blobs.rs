@@ -16,9 +16,12 @@
 //! in one call, and it must be a regular file. Linux only (elsewhere, and on a kernel without
 //! `openat2`, blobs are always inflated), SHA-1 repositories only.
 //!
-//! **The cache** keeps the blobs read through one [`ToolContext`](super::ToolContext) — one
+//! **The cache** keeps the blobs inflated through one [`ToolContext`](super::ToolContext) — one
 //! review's model stage, one chat — so a second search of the same commit in that run reads
-//! memory: at most [`CACHE_BYTES`] in all, oldest first out.
+//! memory: at most [`CACHE_BYTES`] in all, oldest first out. A work-tree file is not cached:
+//! it is read into the caller's buffer, reused from file to file, because reading and hashing
+//! it again costs about what copying it into fresh memory would (a page fault per 4 KiB; on
+//! tokio, caching them doubled the page faults of a search at `HEAD`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -48,7 +51,26 @@ impl std::fmt::Debug for BlobSource {
 }
 
 /// A blob's bytes and where they came from.
-pub type Blob = (Arc<Vec<u8>>, Origin);
+pub type Blob<'a> = (Bytes<'a>, Origin);
+
+/// A blob's bytes: shared with the cache, or in the caller's buffer.
+#[derive(Debug)]
+pub enum Bytes<'a> {
+    /// Inflated from the object database, or cached.
+    Shared(Arc<Vec<u8>>),
+    /// The work-tree file, in the buffer the caller passed.
+    Buffer(&'a [u8]),
+}
+
+impl std::ops::Deref for Bytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Shared(data) => data,
+            Bytes::Buffer(data) => data,
+        }
+    }
+}
 
 /// Where a blob's bytes came from (for tests and benchmarks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,43 +96,82 @@ impl BlobSource {
 
     /// The bytes of blob `id`, stored at repository-relative `path` in the commit being read,
     /// and where they came from; `None` when the blob is larger than `max_bytes` (not read
-    /// whole then).
+    /// whole then). A work-tree file is read into `buf` (cleared first; pass the same one
+    /// from file to file so its memory is reused).
     ///
     /// # Errors
     /// `repository.read_failed` when the object database cannot give the blob.
-    pub fn read(
+    pub fn read<'b>(
         &self,
         git: &gix::Repository,
         path: &str,
         id: ObjectId,
         max_bytes: u64,
-    ) -> Result<Option<Blob>, GatewayError> {
+        buf: &'b mut Vec<u8>,
+    ) -> Result<Option<Blob<'b>>, GatewayError> {
         if let Some(data) = self.cache.lock().ok().and_then(|c| c.get(&id)) {
-            return Ok((data.len() as u64 <= max_bytes).then_some((data, Origin::Cache)));
+            return Ok(
+                (data.len() as u64 <= max_bytes).then_some((Bytes::Shared(data), Origin::Cache))
+            );
         }
-        let (data, origin) = match self
+        if self
             .worktree
             .as_ref()
-            .and_then(|w| w.read(path, id, max_bytes))
+            .is_some_and(|w| w.read(path, id, max_bytes, buf))
         {
-            Some(data) => (Arc::new(data), Origin::Worktree),
-            None => {
-                let blob = git.find_blob(id).map_err(|e| {
-                    GatewayError::from(RepoError::Read {
-                        what: format!("blob {id} ({path})"),
-                        message: e.to_string(),
-                    })
-                })?;
-                if blob.data.len() as u64 > max_bytes {
-                    return Ok(None);
-                }
-                (Arc::new(blob.detach().data), Origin::Objects)
-            }
-        };
+            return Ok(Some((Bytes::Buffer(buf), Origin::Worktree)));
+        }
+        let blob = git.find_blob(id).map_err(|e| {
+            GatewayError::from(RepoError::Read {
+                what: format!("blob {id} ({path})"),
+                message: e.to_string(),
+            })
+        })?;
+        if blob.data.len() as u64 > max_bytes {
+            return Ok(None);
+        }
+        let data = Arc::new(blob.detach().data);
         if let Ok(mut cache) = self.cache.lock() {
             cache.put(id, Arc::clone(&data));
         }
-        Ok(Some((data, origin)))
+        Ok(Some((Bytes::Shared(data), Origin::Objects)))
+    }
+
+    /// The regular files of tree `tree` (repository-relative path, blob id; executable or not,
+    /// no symbolic links, no submodules), in the index's order (git's: by path bytes), read
+    /// from the index instead of the object database when the index *is* that tree: its
+    /// cache-tree (git's `TREE` extension) names `tree` at the root and counts every entry,
+    /// and every entry is an ordinary one (stage 0, not intent-to-add, not a sparse
+    /// directory). Git keeps that extension valid by invalidating a directory's record when an
+    /// entry under it changes, and relies on it the same way (`git commit` writes the recorded
+    /// trees, `unpack_trees` and `diff-index` skip the directories it says are unchanged).
+    /// `None` when the index cannot say (no index, no valid root record, another tree, a
+    /// conflict): then the caller reads the tree.
+    pub fn files_of_tree(&self, tree: ObjectId) -> Option<Vec<(String, ObjectId)>> {
+        use gix::index::entry::{Flags, Mode, Stage};
+        let index = &self.worktree.as_ref()?.index;
+        let root = index.tree()?;
+        let entries = index.entries();
+        if root.id != tree
+            || root.num_entries != Some(u32::try_from(entries.len()).ok()?)
+            || index.is_sparse()
+        {
+            return None;
+        }
+        let mut files = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if entry.stage() != Stage::Unconflicted
+                || entry.flags.contains(Flags::INTENT_TO_ADD)
+                || entry.mode.is_sparse()
+            {
+                return None;
+            }
+            if entry.mode == Mode::FILE || entry.mode == Mode::FILE_EXECUTABLE {
+                let path = String::from_utf8_lossy(entry.path(index)).into_owned();
+                files.push((path, entry.id));
+            }
+        }
+        Some(files)
     }
 }
 
@@ -180,10 +241,22 @@ impl WorktreeBlobs {
         None
     }
 
-    /// The work-tree file at `path` when the index says it is blob `id` and its bytes hash to
-    /// `id`; `None` otherwise (then the blob is read from the object database).
+    /// Read the work-tree file at `path` into `buf` (cleared first) when the index says it is
+    /// blob `id` and its bytes hash to `id`; `false` otherwise (then the blob is read from the
+    /// object database, and `buf` holds nothing useful).
     #[cfg(target_os = "linux")]
-    fn read(&self, path: &str, id: ObjectId, max_bytes: u64) -> Option<Vec<u8>> {
+    fn read(&self, path: &str, id: ObjectId, max_bytes: u64, buf: &mut Vec<u8>) -> bool {
+        self.read_checked(path, id, max_bytes, buf).is_some()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn read_checked(
+        &self,
+        path: &str,
+        id: ObjectId,
+        max_bytes: u64,
+        buf: &mut Vec<u8>,
+    ) -> Option<()> {
         use std::io::Read;
         use std::sync::atomic::Ordering;
 
@@ -212,23 +285,24 @@ impl WorktreeBlobs {
             }
             Err(_) => return None,
         };
-        let mut file = std::fs::File::from(fd);
+        let file = std::fs::File::from(fd);
         let meta = file.metadata().ok()?;
         let len = meta.len();
         // The index keeps the size's low 32 bits, as git does.
         if !meta.is_file() || len > max_bytes || len as u32 != entry.stat.size {
             return None;
         }
-        // Exactly `len` bytes: if the file grew meanwhile and still hashes to `id`, these bytes
-        // are the blob all the same.
-        let mut data = vec![0; len as usize];
-        file.read_exact(&mut data).ok()?;
-        is_blob(&data, &id).then_some(data)
+        // At most `len` bytes: if the file grew meanwhile and these still hash to `id`, they
+        // are the blob all the same (and if it shrank, they do not).
+        buf.clear();
+        buf.reserve(len as usize);
+        file.take(len).read_to_end(buf).ok()?;
+        is_blob(buf, &id).then_some(())
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn read(&self, _: &str, _: ObjectId, _: u64) -> Option<Vec<u8>> {
-        None
+    fn read(&self, _: &str, _: ObjectId, _: u64, _: &mut Vec<u8>) -> bool {
+        false
     }
 }
 
@@ -288,9 +362,16 @@ mod tests {
     }
 
     /// The blob's bytes (at most 1 MiB) and origin.
-    fn read(blobs: &BlobSource, repo: &gix::Repository, path: &str, id: ObjectId) -> Blob {
-        let found = blobs.read(repo, path, id, 1 << 20).expect("read");
-        found.expect("not over the limit")
+    fn read(
+        blobs: &BlobSource,
+        repo: &gix::Repository,
+        path: &str,
+        id: ObjectId,
+    ) -> (Vec<u8>, Origin) {
+        let mut buf = Vec::new();
+        let found = blobs.read(repo, path, id, 1 << 20, &mut buf).expect("read");
+        let (data, origin) = found.expect("not over the limit");
+        (data.to_vec(), origin)
     }
 
     fn source(repo: &gix::Repository) -> BlobSource {
@@ -303,20 +384,34 @@ mod tests {
     }
 
     #[test]
-    fn a_clean_work_tree_file_stands_in_then_the_cache() {
-        let (_dir, repo, a, _) = repo();
+    fn a_clean_work_tree_file_stands_in_an_inflated_blob_is_cached() {
+        let (dir, repo, a, b) = repo();
         let blobs = source(&repo);
         let (data, origin) = read(&blobs, &repo, "src/a.txt", a);
         assert_eq!(
             (data.as_slice(), origin),
             (&b"alpha\n"[..], Origin::Worktree)
         );
+        // The work tree is read again (not cached), an inflated blob is not.
         let (_, origin) = read(&blobs, &repo, "src/a.txt", a);
-        assert_eq!(origin, Origin::Cache);
+        assert_eq!(origin, Origin::Worktree);
+        let root = dir.path().canonicalize().expect("test fixture");
+        std::fs::remove_file(root.join("src/b.txt")).expect("test fixture");
+        let (data, origin) = read(&blobs, &repo, "src/b.txt", b);
+        assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
+        let (data, origin) = read(&blobs, &repo, "src/b.txt", b);
+        assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Cache));
         // Over the size limit: not read.
+        let mut buf = Vec::new();
         assert!(
             source(&repo)
-                .read(&repo, "src/a.txt", a, 3)
+                .read(&repo, "src/a.txt", a, 3, &mut buf)
+                .expect("read")
+                .is_none()
+        );
+        assert!(
+            blobs
+                .read(&repo, "src/b.txt", b, 3, &mut buf)
                 .expect("read")
                 .is_none()
         );
@@ -363,6 +458,72 @@ mod tests {
         assert!(made.expect("mkfifo").success());
         let (data, origin) = read(&source(&repo), &repo, "src/b.txt", b);
         assert_eq!((data.as_slice(), origin), (&b"beta\n"[..], Origin::Objects));
+    }
+
+    /// The regular files of tree `tree` as the object database lists them, in path order.
+    fn listed(repo: &gix::Repository, tree: ObjectId) -> Vec<(String, ObjectId)> {
+        let mut recorder = gix::traverse::tree::Recorder::default();
+        let tree = repo.find_tree(tree).expect("tree");
+        tree.traverse().breadthfirst(&mut recorder).expect("walk");
+        let mut files: Vec<(String, ObjectId)> = recorder
+            .records
+            .into_iter()
+            .filter(|e| e.mode.is_blob())
+            .map(|e| (e.filepath.to_string(), e.oid))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn the_index_lists_a_tree_only_while_its_cache_tree_records_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, _repo, _, _) = repo();
+        let root = dir.path().canonicalize().expect("test fixture");
+        // An executable file, a link and a nested directory: the link is not a file.
+        std::fs::create_dir_all(root.join("src/deep/er")).expect("test fixture");
+        std::fs::write(root.join("src/deep/er/run.sh"), "echo\n").expect("test fixture");
+        let mode = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(root.join("src/deep/er/run.sh"), mode).expect("test fixture");
+        std::os::unix::fs::symlink("a.txt", root.join("src/link")).expect("test fixture");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-q", "-m", "more"]);
+        let head_tree = |repo: &gix::Repository| -> ObjectId {
+            repo.head_commit()
+                .expect("head")
+                .tree_id()
+                .expect("tree")
+                .detach()
+        };
+        let repo = gix::open(&root).expect("open");
+        let tree = head_tree(&repo);
+        let files = source(&repo)
+            .files_of_tree(tree)
+            .expect("git commit records the tree");
+        assert_eq!(files, listed(&repo, tree));
+        assert_eq!(files.len(), 3, "a.txt, b.txt and run.sh: {files:?}");
+        // A staged change invalidates the record: the index is no longer HEAD's tree.
+        std::fs::write(root.join("src/deep/er/run.sh"), "echo changed\n").expect("test fixture");
+        git(&root, &["add", "src/deep/er/run.sh"]);
+        let repo = gix::open(&root).expect("open");
+        assert_eq!(source(&repo).files_of_tree(tree), None);
+        // Recorded again for the new tree (`git write-tree`), which is not HEAD's.
+        let output = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .arg("write-tree")
+            .output()
+            .expect("git write-tree");
+        let written = ObjectId::from_hex(output.stdout.trim_ascii()).expect("tree id");
+        let repo = gix::open(&root).expect("open");
+        assert_eq!(source(&repo).files_of_tree(tree), None);
+        let files = source(&repo).files_of_tree(written).expect("recorded");
+        assert_eq!(files, listed(&repo, written));
+        // A file added with intent to add (`git add -N`) has no blob yet: not trusted.
+        std::fs::write(root.join("new.txt"), "new\n").expect("test fixture");
+        git(&root, &["add", "-N", "new.txt"]);
+        let repo = gix::open(&root).expect("open");
+        assert_eq!(source(&repo).files_of_tree(written), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `code_search`: lines matching a literal or a regular expression, with ripgrep's
 //! `grep-regex`/`grep-searcher` crates, at a revision (every blob of the commit's tree, read
-//! through [`BlobSource`](super::blobs::BlobSource): the context's cache, the work-tree file
-//! when it is that very blob, else the pack) or in the work tree (the `ignore` crate's parallel
+//! through [`BlobSource`](super::blobs::BlobSource): the context's cache of inflated blobs,
+//! the work-tree file when it is that very blob, else the pack; the file list from the index
+//! when it records that tree) or in the work tree (the `ignore` crate's parallel
 //! walker: `.gitignore` honoured, symbolic links not followed). Files are searched on every
 //! core and merged in path order, so the answer is the one a sequential search would give.
 //!
@@ -304,12 +305,13 @@ fn search_all(
             .after_context(context)
             .build();
         let mut mine = Vec::new();
+        let mut buf = Vec::new();
         while !stop.load(Ordering::Acquire) {
             let index = next.fetch_add(1, Ordering::AcqRel);
             let Some(candidate) = candidates.get(index) else {
                 break;
             };
-            let data = match read_candidate(blobs, &git, candidate) {
+            let data = match read_candidate(blobs, &git, candidate, &mut buf) {
                 Ok(Some(data)) => data,
                 Ok(None) => continue,
                 Err(e) => {
@@ -353,18 +355,19 @@ fn search_all(
 }
 
 /// The bytes of `candidate` through the context's [`BlobSource`](super::blobs::BlobSource)
-/// (its cache, the work-tree file when that is the blob, or the object database); `None` when
-/// it is over [`MAX_FILE_BYTES`].
+/// (its cache, the work-tree file when that is the blob — read into `buf` —, or the object
+/// database); `None` when it is over [`MAX_FILE_BYTES`].
 ///
 /// # Errors
 /// `repository.read_failed` for a blob the object database cannot give.
-fn read_candidate(
+fn read_candidate<'b>(
     blobs: &super::blobs::BlobSource,
     git: &gix::Repository,
     candidate: &Candidate,
-) -> Result<Option<std::sync::Arc<Vec<u8>>>, GatewayError> {
+    buf: &'b mut Vec<u8>,
+) -> Result<Option<super::blobs::Bytes<'b>>, GatewayError> {
     Ok(blobs
-        .read(git, &candidate.path, candidate.id, MAX_FILE_BYTES)?
+        .read(git, &candidate.path, candidate.id, MAX_FILE_BYTES, buf)?
         .map(|(data, _)| data))
 }
 
@@ -500,7 +503,10 @@ fn cut_line(line: &[u8]) -> String {
     }
 }
 
-/// Every wanted regular file of `commit`'s tree (not links, not submodules), sorted by path.
+/// Every wanted regular file of `commit`'s tree (executable or not; not links, not submodules),
+/// sorted by path: from the index when it records that tree
+/// ([`BlobSource::files_of_tree`](super::blobs::BlobSource::files_of_tree)), else from the
+/// object database.
 fn commit_candidates(
     ctx: &ToolContext,
     commit: gix::ObjectId,
@@ -516,6 +522,17 @@ fn commit_candidates(
     let Some(EntryAt::Directory { id }) = path::lookup_at(ctx.git()?, commit, "")? else {
         return Ok(Vec::new());
     };
+    // A checkout of that commit whose index records it: no tree to decode.
+    if let Some(files) = ctx.blobs()?.files_of_tree(id) {
+        let mut files: Vec<Candidate> = files
+            .into_iter()
+            .filter(|(path, _)| wanted(path))
+            .map(|(path, id)| Candidate { path, id })
+            .collect();
+        // Already in this order unless a path is not UTF-8 (lossily converted).
+        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        return Ok(files);
+    }
     let tree = ctx.git()?.find_tree(id).map_err(|e| read(&e))?;
     let mut recorder = gix::traverse::tree::Recorder::default();
     tree.traverse()
