@@ -792,15 +792,37 @@ fn a_work_tree_query_rereads_files_a_prefilter_skipped() {
 }
 
 #[test]
-fn fuzzy_parses_everything_cold() {
+fn a_cold_fuzzy_query_parses_only_the_files_holding_its_characters_in_order() {
     let fx = fixture();
     let out = fx
         .call(json!({ "query": "pcfg", "match": "fuzzy", "role": "definition" }))
         .expect("fuzzy");
-    assert_eq!(out["parsedFiles"], 6);
-    assert_eq!(out["unindexedFiles"], 0);
-    assert_eq!(out["indexedFiles"], 6);
+    // web/main.ts has no `p`, `c`, `f`, `g` in that order; the five others do.
+    assert_eq!(out["parsedFiles"], 5);
+    assert_eq!(out["unindexedFiles"], 1);
+    assert_eq!(out["indexedFiles"], 5);
     assert_eq!(out["symbols"].as_array().expect("symbols").len(), 5);
+    // Each answer is the one a complete index gives (smart case: `PC` only in Go's
+    // `ParseConfig`; `rndr` only in TypeScript; `zzq` nowhere).
+    let home = tempfile::tempdir().expect("temp dir");
+    let full = Arc::new(SymbolIndex::open(&home.path().join("s.redb")).expect("index"));
+    complete(fx.repo.path(), full.clone(), None);
+    for query in ["pcfg", "PC", "rndr", "shp", "cfg", "zzq", "parse_config"] {
+        let input = json!({ "query": query, "match": "fuzzy" });
+        let cold = call_with(fx.repo.path(), fx.open_index(), input.clone()).expect("cold");
+        let fresh = tempfile::tempdir().expect("temp dir");
+        let alone = Arc::new(SymbolIndex::open(&fresh.path().join("s.redb")).expect("index"));
+        let first = call_with(fx.repo.path(), alone, input.clone()).expect("first");
+        let warm = call_with(fx.repo.path(), full.clone(), input).expect("warm");
+        assert_eq!(warm["unindexedFiles"], 0, "{query}");
+        assert_eq!(first["symbols"], warm["symbols"], "{query}: a first query");
+        assert_eq!(cold["symbols"], warm["symbols"], "{query}: after others");
+        assert_eq!(first["notIndexed"], warm["notIndexed"], "{query}");
+    }
+    let none = fx
+        .call(json!({ "query": "zzq", "match": "fuzzy" }))
+        .expect("absent");
+    assert_eq!(none["parsedFiles"], 0);
 }
 
 #[test]

@@ -21,8 +21,12 @@
 //! complete (a skipped file cannot match); the output says how complete the index is:
 //! `indexedFiles` (files in scope whose tags were searched), `unindexedFiles` (files in scope
 //! skipped by the prefilter: the index lacks their tags) and `parsedFiles` (distinct blobs
-//! parsed by this call). `fuzzy` queries (a subsequence cannot be prefiltered cheaply), and
-//! case-insensitive prefixes with a non-ASCII letter, parse every unindexed file. On tokio
+//! parsed by this call). A `fuzzy` query is prefiltered the same way by the order of its
+//! characters: a file can only hold a matching name if the query's characters appear in it in
+//! order within one run of name bytes (`Prefilter::Subsequence`); on tokio a cold fuzzy
+//! `spawn_blocking` parses a few dozen files instead of all 792, while a short fuzzy query
+//! (`e`) still parses nearly every file. Queries with a non-ASCII character, in `fuzzy` mode or
+//! as a case-insensitive prefix, parse every unindexed file. On tokio
 //! (793 Rust files) a cold `spawn_blocking` query parses 53 files (230 ms instead of 820 ms for the
 //! full first index, on this 2-core machine shared with builds; bench/tools.sh). The full first
 //! index is ~8.5 G instructions, 94% of them tree-sitter's: 6.3 G parsing the files and the masked
@@ -244,7 +248,11 @@ impl GatewayTool for SymbolSearch {
                 && globs.as_ref().is_none_or(|g| g.is_match(&entry.path))
         };
         let prefilter = request.prefilter();
-        let accepts = |bytes: &[u8]| prefilter.as_ref().is_none_or(|p| p.is_match(bytes));
+        let accepts = |lang: Lang, bytes: &[u8]| {
+            prefilter
+                .as_ref()
+                .is_none_or(|p| p.may_hold_match(lang, bytes))
+        };
         let filter = prefilter
             .is_some()
             .then_some(&accepts as &index::Filter<'_>);
@@ -447,6 +455,64 @@ struct Request {
     folded: Option<String>,
 }
 
+/// What a file that may hold a match must contain (see [`Request::prefilter`]).
+enum Prefilter {
+    /// One of these strings (the query, or its case folds).
+    Contains(aho_corasick::AhoCorasick),
+    /// The ASCII `needle`'s bytes in order (ASCII-case-insensitively when `fold`, the needle
+    /// then lower-case) within one run of name bytes, where a byte of a non-ASCII character
+    /// matches any of the needle's: every name `fuzzy` accepts holds its query's characters in
+    /// order (nucleo's fuzzy match, an exact or prefix match included), after case folding and
+    /// Unicode normalization, which only ever map a non-ASCII character to an ASCII one. A
+    /// name is a slice of its file within one run: in Rust, Python and Java every tag name is
+    /// an identifier (the tag queries capture `identifier`, `type_identifier` and
+    /// `field_identifier` nodes: ASCII letters, digits, `_`, `$`, Rust's raw `r#`, and
+    /// non-ASCII characters), so a run ends at any other ASCII byte; in JavaScript, TypeScript
+    /// and Go some names are other nodes (a computed `[a.b]` method name, `new a.b()`'s
+    /// constructor, an `import f "fmt"` spec), so the whole file is one run there. The test
+    /// accepts every file holding a match (and some others); greedy matching is exact for
+    /// "in order".
+    Subsequence { needle: Vec<u8>, fold: bool },
+}
+
+impl Prefilter {
+    /// Whether a file of `lang` with `bytes` may hold a matching name.
+    fn may_hold_match(&self, lang: Lang, bytes: &[u8]) -> bool {
+        match self {
+            Prefilter::Contains(strings) => strings.is_match(bytes),
+            Prefilter::Subsequence { needle, fold } => {
+                let runs = matches!(lang, Lang::Rust | Lang::Python | Lang::Java);
+                in_one_run(bytes, needle, *fold, runs)
+            }
+        }
+    }
+}
+
+/// Whether `needle` (non-empty) occurs in order in `bytes` within one run of identifier bytes
+/// (`runs`; else anywhere): see [`Prefilter::Subsequence`].
+fn in_one_run(bytes: &[u8], needle: &[u8], fold: bool, runs: bool) -> bool {
+    let Some(&last) = needle.len().checked_sub(1).as_ref() else {
+        return true;
+    };
+    let mut at = 0;
+    for &byte in bytes {
+        let seen = if fold {
+            byte.to_ascii_lowercase()
+        } else {
+            byte
+        };
+        if byte >= 0x80 || seen == needle[at] {
+            if at == last {
+                return true;
+            }
+            at += 1;
+        } else if runs && !(byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'$' | b'#')) {
+            at = 0;
+        }
+    }
+    false
+}
+
 /// A tag that matched, by position in the snapshot.
 struct Hit {
     tier: u8,
@@ -508,9 +574,9 @@ impl Request {
         })
     }
 
-    /// A substring search that every file holding a match contains, for skipping unindexed
-    /// files without parsing them; `None` when there is none cheap (`fuzzy`, or a
-    /// case-insensitive prefix with a non-ASCII letter).
+    /// A test that every file holding a match passes, for skipping unindexed files without
+    /// parsing them; `None` when there is none cheap (a query with a non-ASCII character, in
+    /// `fuzzy` mode or as a case-insensitive prefix).
     ///
     /// A tag's name is a slice of its file's bytes. So for `exact` (and a case-sensitive
     /// `prefix`) a matching file contains the query. For a case-insensitive prefix (an ASCII
@@ -518,8 +584,20 @@ impl Request {
     /// query's letter in either ASCII case, or one of the two non-ASCII characters whose
     /// lower case is ASCII (U+212A KELVIN SIGN to `k`, U+0130 to `i` and a combining dot), so
     /// the file contains the query ASCII-case-insensitively or one of those characters.
-    fn prefilter(&self) -> Option<aho_corasick::AhoCorasick> {
+    ///
+    /// For `fuzzy`, see [`Prefilter::Subsequence`].
+    fn prefilter(&self) -> Option<Prefilter> {
         let (patterns, fold) = match (self.mode, &self.folded) {
+            (MatchMode::Fuzzy, _) if self.query.is_ascii() => {
+                // nucleo's smart case: case-insensitive unless the query has an uppercase
+                // letter (the needle is then lower-cased, as here).
+                let fold = !self.query.bytes().any(|b| b.is_ascii_uppercase());
+                let needle = match fold {
+                    true => self.query.to_ascii_lowercase().into_bytes(),
+                    false => self.query.clone().into_bytes(),
+                };
+                return Some(Prefilter::Subsequence { needle, fold });
+            }
             (MatchMode::Fuzzy, _) => return None,
             (MatchMode::Exact, _) | (MatchMode::Prefix, None) => (vec![self.query.clone()], false),
             (MatchMode::Prefix, Some(folded)) if folded.is_ascii() => {
@@ -538,6 +616,7 @@ impl Request {
             .ascii_case_insensitive(fold)
             .build(patterns)
             .ok()
+            .map(Prefilter::Contains)
     }
 
     /// The fuzzy matcher and the query's pattern, for [`Request::matches`].
@@ -818,4 +897,109 @@ fn files_in_worktree(
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, contents))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fuzzy prefilter of `query`.
+    fn fuzzy(query: &str) -> Prefilter {
+        let input = SymbolSearchInput {
+            query: query.into(),
+            match_mode: Some(MatchMode::Fuzzy),
+            role: None,
+            kind: None,
+            language: None,
+            paths: None,
+            rev: None,
+            max_results: None,
+        };
+        let request = Request::new(&input).expect("a valid query");
+        request
+            .prefilter()
+            .expect("an ASCII fuzzy query is prefiltered")
+    }
+
+    #[test]
+    fn the_fuzzy_prefilter_reads_runs_of_name_bytes() {
+        let rust = |q: &str, src: &str| fuzzy(q).may_hold_match(Lang::Rust, src.as_bytes());
+        // In order within one identifier; smart case.
+        assert!(rust("spblk", "fn spawn_blocking() {}"));
+        assert!(rust("SpBl", "struct SpawnBlocking;"));
+        assert!(!rust("SpBl", "struct spawnblocking;"));
+        assert!(!rust("kcolb", "fn spawn_blocking() {}"));
+        // Not across two identifiers, in Rust; anywhere in Go, JavaScript and TypeScript,
+        // whose names may hold other bytes (`import f "fmt"`).
+        assert!(!rust("spawnblocking", "spawn(blocking)"));
+        let go = fuzzy("ffmt").may_hold_match(Lang::Go, b"import f \"fmt\"\n");
+        assert!(go);
+        // Raw identifiers, `$`, and non-ASCII characters (which may fold or normalize to
+        // ASCII: the Kelvin sign is a `k`, `é` an `e`).
+        assert!(rust("rtype", "let r#type = 1;"));
+        assert!(fuzzy("fooBar").may_hold_match(Lang::Java, b"int $fooBar;"));
+        assert!(rust("cafe", "fn café() {}"));
+        assert!(rust("kelvin", "fn \u{212A}elvin() {}"));
+    }
+
+    #[test]
+    fn the_fuzzy_prefilter_accepts_every_file_holding_a_matching_tag() {
+        let sources: &[(Lang, &str)] = &[
+            (
+                Lang::Rust,
+                "mod a { pub struct r#Type; impl r#Type { fn new_thing() {} } }\n\
+                 macro_rules! make_it { () => {} }\nmake_it!();\n\
+                 cfg_rt! { pub fn spawn_blocking<F>(f: F) {} }\n\
+                 fn café() { a::Type::new_thing(); x.field_call(); }\n",
+            ),
+            (
+                Lang::Python,
+                "class Ünïcode:\n    def méthode(self):\n        return helper_fn(1)\n",
+            ),
+            (
+                Lang::JavaScript,
+                "class A { [Symbol.iterator]() {} 'quoted name'() {} #priv() {} }\n\
+                 const x = new ns.Inner.Klass();\nobj.method_call();\n",
+            ),
+            (
+                Lang::TypeScript,
+                "interface Shape { area(): number }\nnamespace N.M { export type T = string }\n\
+                 class C implements Shape { area() { return 1 } }\n",
+            ),
+            (
+                Lang::Go,
+                "package main\nimport (\n\tf \"fmt\"\n\t\"os\"\n)\n\
+                 type T struct{ Field int }\nfunc (t T) Method() { f.Println(os.Args) }\n",
+            ),
+            (
+                Lang::Java,
+                "class $Outer { interface Inner {} void run$() { new $Outer(); helper(); } }\n",
+            ),
+        ];
+        let mut extractor = languages::Extractor::new();
+        let mut names = 0;
+        for (lang, source) in sources {
+            let tags = languages::extract(&mut extractor, *lang, source.as_bytes());
+            assert!(!tags.tags.is_empty(), "{lang:?} has tags");
+            for tag in &tags.tags {
+                if !tag.name.is_ascii() {
+                    continue;
+                }
+                names += 1;
+                // The name itself, lower-cased (case-insensitive), and a sparse subsequence.
+                let sparse: String = tag.name.chars().step_by(2).collect();
+                for query in [tag.name.clone(), tag.name.to_ascii_lowercase(), sparse] {
+                    if query.trim().is_empty() {
+                        continue;
+                    }
+                    assert!(
+                        fuzzy(&query).may_hold_match(*lang, source.as_bytes()),
+                        "{lang:?}: `{query}` for the tag `{}`",
+                        tag.name
+                    );
+                }
+            }
+        }
+        assert!(names > 20, "{names} names checked");
+    }
 }

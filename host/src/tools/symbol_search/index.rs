@@ -278,9 +278,9 @@ impl Key {
 /// Reads an entry's bytes for parsing, one per parsing thread (see [`SymbolIndex::lookup`]).
 pub(crate) type Loader<'a> = Box<dyn FnMut(&FileEntry) -> Option<Vec<u8>> + 'a>;
 
-/// Says from a file's bytes whether it may hold a wanted tag; a file it refuses is not parsed
-/// (see [`SymbolIndex::lookup`]).
-pub(crate) type Filter<'a> = dyn Fn(&[u8]) -> bool + Sync + 'a;
+/// Says from a file's language and bytes whether it may hold a wanted tag; a file it refuses
+/// is not parsed (see [`SymbolIndex::lookup`]).
+pub(crate) type Filter<'a> = dyn Fn(Lang, &[u8]) -> bool + Sync + 'a;
 
 /// Where an index keeps its tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1076,7 +1076,7 @@ fn parse_all<'a, F>(
     let one = |load: &mut Loader<'a>, extractor: &mut Extractor, at: usize| -> Parsed {
         let entry = &entries[missing[at]];
         let file_tags = match load(entry) {
-            Some(bytes) if filter.is_some_and(|f| !f(&bytes)) => return (at, None),
+            Some(bytes) if filter.is_some_and(|f| !f(entry.lang, &bytes)) => return (at, None),
             Some(bytes) => extract(extractor, entry.lang, &bytes),
             None => FileTags::default(),
         };
