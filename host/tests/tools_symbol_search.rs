@@ -434,13 +434,17 @@ fn work_tree_edits_are_seen_through_the_stamp_cache() {
         .expect("touch runs");
     assert!(touched.success());
     let index = fx.open_index();
-    // Fuzzy: no prefilter, every file is parsed.
-    let query = json!({ "query": "renamed_config", "match": "fuzzy", "ref": "WORKTREE" });
-    let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("first");
-    assert_eq!(out["symbols"], json!([]));
+    // A fuzzy query with a non-ASCII character is not prefiltered: every file is parsed.
+    let all = json!({ "query": "ü", "match": "fuzzy", "ref": "WORKTREE" });
+    let out = call_with(fx.repo.path(), index.clone(), all).expect("first");
     assert_eq!(out["parsedFiles"], 6);
+    let query = json!({ "query": "renamed_config", "match": "fuzzy", "ref": "WORKTREE" });
     let out = call_with(fx.repo.path(), index.clone(), query.clone()).expect("warm");
-    assert_eq!(out["parsedFiles"], 0);
+    assert_eq!(out["symbols"], json!([]));
+    assert_eq!(
+        (out["parsedFiles"].clone(), out["unindexedFiles"].clone()),
+        (json!(0), json!(0))
+    );
     // New content and modification time: seen.
     fx.repo.write(
         "app/util.py",

@@ -152,15 +152,15 @@ impl GatewayTool for CodeSearch {
         let match_count = state.matches.len();
         let matches: Vec<serde_json::Value> =
             state.matches.into_iter().map(Hit::into_json).collect();
-        Ok(ToolOutput {
-            value: json!({
-                "matches": matches,
-                "filesSearched": state.files_searched,
-                "matchCount": match_count,
-                "truncated": truncated,
-            }),
-            truncated,
-        })
+        let mut value = json!({
+            "matches": null,
+            "filesSearched": state.files_searched,
+            "matchCount": match_count,
+            "truncated": truncated,
+        });
+        // Moved in, not through `json!`, which would serialize the array into a copy.
+        value["matches"] = serde_json::Value::Array(matches);
+        Ok(ToolOutput { value, truncated })
     }
 }
 
@@ -216,15 +216,19 @@ struct Hit {
 
 impl Hit {
     fn into_json(self) -> serde_json::Value {
-        json!({
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "text": self.text,
-            "ranges": self.ranges,
-            "before": self.before,
-            "after": self.after,
-        })
+        use serde_json::Value;
+        let lines =
+            |lines: Vec<String>| Value::Array(lines.into_iter().map(Value::String).collect());
+        // Built from its parts (`json!` would serialize each field into a copy).
+        let mut hit = serde_json::Map::with_capacity(7);
+        hit.insert("path".into(), Value::String(self.path));
+        hit.insert("line".into(), self.line.into());
+        hit.insert("column".into(), self.column.into());
+        hit.insert("text".into(), Value::String(self.text));
+        hit.insert("ranges".into(), json!(self.ranges));
+        hit.insert("before".into(), lines(self.before));
+        hit.insert("after".into(), lines(self.after));
+        Value::Object(hit)
     }
 }
 

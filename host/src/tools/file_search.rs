@@ -128,10 +128,10 @@ impl GatewayTool for FileSearch {
                 None => json!({ "path": path }),
             })
             .collect();
-        Ok(ToolOutput {
-            value: json!({ "files": files, "total": total, "truncated": truncated }),
-            truncated,
-        })
+        let mut value = json!({ "files": null, "total": total, "truncated": truncated });
+        // Moved in, not through `json!`, which would serialize the array into a copy.
+        value["files"] = serde_json::Value::Array(files);
+        Ok(ToolOutput { value, truncated })
     }
 }
 

@@ -320,7 +320,7 @@ impl GatewayTool for SymbolSearch {
             })
             .collect();
         let mut value = json!({
-            "symbols": symbols,
+            "symbols": null,
             "matchCount": match_count,
             "indexedFiles": entries.len() - lookup.unindexed,
             "unindexedFiles": lookup.unindexed,
@@ -328,6 +328,8 @@ impl GatewayTool for SymbolSearch {
             "index": index.mode().as_str(),
             "truncated": truncated,
         });
+        // Moved in, not through `json!`, which would serialize the array into a copy.
+        value["symbols"] = serde_json::Value::Array(symbols);
         if let Some(note) = index.note() {
             value["indexNote"] = json!(note);
         }
