@@ -73,6 +73,9 @@ fn the_last_line_is_the_suites_total_and_the_status_is_the_commands() {
 fn ci_run_ends_with_the_total() {
     let run = std::fs::read_to_string(script().with_file_name("run")).expect("read .ci/run");
     let last = run.lines().rev().find(|l| !l.trim().is_empty());
-    assert_eq!(last, Some(".ci/with-total cargo test --workspace --locked"));
+    assert_eq!(
+        last,
+        Some(".ci/with-total cargo test --workspace --locked --no-fail-fast")
+    );
     assert!(run.contains("set -euo pipefail"));
 }
