@@ -225,8 +225,17 @@ impl Drop for Daemon {
 struct StartedDaemon(i32);
 
 impl StartedDaemon {
+    /// Whether the process exists and is not a zombie (an exited daemon whose parent, the
+    /// init process it was reparented to, has not reaped it yet).
     fn alive(&self) -> bool {
         rustix::process::test_kill_process(pid(self.0)).is_ok()
+            && std::fs::read_to_string(format!("/proc/{}/stat", self.0))
+                .ok()
+                .and_then(|stat| {
+                    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+                    Some(state != 'Z' && state != 'X')
+                })
+                .unwrap_or(false)
     }
 
     fn kill(&self) {
@@ -781,6 +790,11 @@ fn a_missing_daemon_is_started_detached_and_survives_the_host() {
         .flatten()
         .collect();
     assert!(!started.is_empty());
+    // The loser exits once it finds the port taken; give it a moment to be gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started.iter().filter(|d| d.alive()).count() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(
         started.iter().filter(|d| d.alive()).count(),
         1,
