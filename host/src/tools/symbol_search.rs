@@ -493,7 +493,7 @@ impl Prefilter {
 /// Whether `needle` (non-empty) occurs in order in `bytes` within one run of identifier bytes
 /// (`runs`; else anywhere): see [`Prefilter::Subsequence`].
 fn in_one_run(bytes: &[u8], needle: &[u8], fold: bool, runs: bool) -> bool {
-    let Some(&last) = needle.len().checked_sub(1).as_ref() else {
+    let Some(last) = needle.len().checked_sub(1) else {
         return true;
     };
     let mut at = 0;
